@@ -1,0 +1,59 @@
+# Thin wrapper over CMake. `make test` is the test command README.md names and CI runs.
+BUILD      ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+CTEST      = ctest --output-on-failure --timeout 600 -j $(JOBS)
+
+.PHONY: all deps configure build test memcheck asan ubsan tsan bench install format check-format check-wire clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_ARGS)
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Every test except the valgrind copies (label memcheck), which `make memcheck` runs.
+test: build
+	cd $(BUILD) && $(CTEST) -LE memcheck
+
+memcheck: build
+	cd $(BUILD) && $(CTEST) -L memcheck
+
+asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=address $(CMAKE_ARGS)
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && $(CTEST) -LE memcheck
+
+ubsan: deps
+	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=undefined $(CMAKE_ARGS)
+	cmake --build build-ubsan -j $(JOBS)
+	cd build-ubsan && $(CTEST) -LE memcheck
+
+tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=thread $(CMAKE_ARGS)
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && $(CTEST) -LE memcheck
+
+bench: build
+	$(BUILD)/bench/bench_pool
+
+install: build
+	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
+
+format:
+	git ls-files '*.c' '*.h' | xargs clang-format -i
+
+check-format:
+	git ls-files '*.c' '*.h' | xargs clang-format --dry-run -Werror
+
+check-wire:
+	../shared/tools/check-wire-compat .
+
+clean:
+	rm -rf $(BUILD) build-asan build-ubsan build-tsan

@@ -1,0 +1,9 @@
+#ifndef VARLOG_VARLOG_H
+#define VARLOG_VARLOG_H
+
+/* Umbrella header of libvarlog, the C client of the Varlog distributed log. */
+#include "varlog/export.h"
+#include "varlog/error.h"
+#include "varlog/version.h"
+
+#endif

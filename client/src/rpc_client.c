@@ -1,0 +1,1 @@
+/* client transport: see rpc_client.h */

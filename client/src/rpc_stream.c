@@ -1,0 +1,1 @@
+/* client streams: see rpc_client.h */

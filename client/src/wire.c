@@ -1,0 +1,257 @@
+#include "wire.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/support/alloc.h>
+
+#include "errpb/errors.pb-c.h"
+#include "google/rpc/status.pb-c.h"
+
+grpc_byte_buffer *wire_pack(const ProtobufCMessage *msg)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    grpc_slice s = grpc_slice_malloc(n);
+    protobuf_c_message_pack(msg, GRPC_SLICE_START_PTR(s));
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&s, 1);
+    grpc_slice_unref(s);
+    return bb;
+}
+
+ProtobufCMessage *wire_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader reader;
+    if (!grpc_byte_buffer_reader_init(&reader, bb))
+        return NULL;
+    ProtobufCMessage *msg;
+    grpc_slice *first;
+    if (bb->type == GRPC_BB_RAW && bb->data.raw.compression == GRPC_COMPRESS_NONE &&
+        bb->data.raw.slice_buffer.count == 1 && grpc_byte_buffer_reader_peek(&reader, &first)) {
+        /* One slice: decode in place, no copy. */
+        msg = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(*first),
+                                        GRPC_SLICE_START_PTR(*first));
+    } else {
+        grpc_slice all = grpc_byte_buffer_reader_readall(&reader);
+        msg = protobuf_c_message_unpack(desc, NULL, GRPC_SLICE_LENGTH(all),
+                                        GRPC_SLICE_START_PTR(all));
+        grpc_slice_unref(all);
+    }
+    grpc_byte_buffer_reader_destroy(&reader);
+    return msg;
+}
+
+void rpc_status_init(rpc_status_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    st->code = GRPC_STATUS_OK;
+}
+
+static void free_details(rpc_status_t *st)
+{
+    for (size_t i = 0; i < st->n_details; i++)
+        free(st->details[i]);
+    free(st->details);
+    st->details = NULL;
+    st->n_details = 0;
+}
+
+void rpc_status_clear(rpc_status_t *st)
+{
+    free(st->message);
+    free_details(st);
+    rpc_status_init(st);
+}
+
+varlog_err_t rpc_status_set(rpc_status_t *st, grpc_status_code code, const char *message)
+{
+    char *copy = strdup(message ? message : "");
+    if (!copy)
+        return VARLOG_ERR_NOMEM;
+    rpc_status_clear(st);
+    st->code = code;
+    st->message = copy;
+    return VARLOG_OK;
+}
+
+varlog_err_t rpc_status_copy(rpc_status_t *dst, const rpc_status_t *src)
+{
+    if (dst == src)
+        return VARLOG_OK;
+    rpc_status_clear(dst);
+    dst->code = src->code;
+    if (src->message && !(dst->message = strdup(src->message)))
+        goto nomem;
+    if (src->n_details) {
+        dst->details = calloc(src->n_details, sizeof(char *));
+        if (!dst->details)
+            goto nomem;
+        for (size_t i = 0; i < src->n_details; i++) {
+            if (!(dst->details[i] = strdup(src->details[i])))
+                goto nomem;
+            dst->n_details = i + 1;
+        }
+    }
+    return VARLOG_OK;
+nomem:
+    rpc_status_clear(dst);
+    dst->code = src->code;
+    return VARLOG_ERR_NOMEM;
+}
+
+static void read_details_value(rpc_status_t *st, grpc_slice value)
+{
+    Google__Rpc__Status *s = google__rpc__status__unpack(NULL, GRPC_SLICE_LENGTH(value),
+                                                         GRPC_SLICE_START_PTR(value));
+    if (!s)
+        return;
+    char **out = s->n_details ? calloc(s->n_details, sizeof(char *)) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; out && i < s->n_details; i++) {
+        const Google__Protobuf__Any *any = s->details[i];
+        if (!any->type_url || strcmp(any->type_url, WIRE_ERROR_DETAIL_TYPE_URL) != 0)
+            continue;
+        Varlog__Errpb__ErrorDetail *d =
+            varlog__errpb__error_detail__unpack(NULL, any->value.len, any->value.data);
+        if (!d)
+            continue;
+        out[n] = strdup(d->error_string ? d->error_string : "");
+        varlog__errpb__error_detail__free_unpacked(d, NULL);
+        if (!out[n])
+            break;
+        n++;
+    }
+    google__rpc__status__free_unpacked(s, NULL);
+    free_details(st);
+    if (n == 0) {
+        free(out);
+        return;
+    }
+    st->details = out;
+    st->n_details = n;
+}
+
+void rpc_status_read_details(rpc_status_t *st, const grpc_metadata_array *trailing)
+{
+    for (size_t i = 0; i < trailing->count; i++) {
+        if (grpc_slice_str_cmp(trailing->metadata[i].key, WIRE_STATUS_DETAILS_KEY) == 0) {
+            read_details_value(st, trailing->metadata[i].value);
+            return;
+        }
+    }
+}
+
+const char *rpc_status_reason(const rpc_status_t *st)
+{
+    if (st->n_details)
+        return st->details[st->n_details - 1];
+    return st->message ? st->message : "";
+}
+
+varlog_err_t rpc_status_to_err(const rpc_status_t *st)
+{
+    if (st->code == GRPC_STATUS_OK)
+        return VARLOG_OK;
+    if (st->code > 0 && st->code <= GRPC_STATUS_UNAUTHENTICATED)
+        return (varlog_err_t)st->code;
+    return VARLOG_ERR_RPC_UNKNOWN;
+}
+
+bool wire_status_details_encode(grpc_status_code code, const char *message,
+                                const char *const *details, size_t n_details, grpc_slice *out)
+{
+    bool ok = false;
+    Varlog__Errpb__ErrorDetail *ed = calloc(n_details ? n_details : 1, sizeof(*ed));
+    Google__Protobuf__Any *anys = calloc(n_details ? n_details : 1, sizeof(*anys));
+    Google__Protobuf__Any **any_ptrs = calloc(n_details ? n_details : 1, sizeof(*any_ptrs));
+    uint8_t **values = calloc(n_details ? n_details : 1, sizeof(*values));
+    if (!ed || !anys || !any_ptrs || !values)
+        goto out;
+    for (size_t i = 0; i < n_details; i++) {
+        varlog__errpb__error_detail__init(&ed[i]);
+        ed[i].error_string = (char *)details[i];
+        size_t len = varlog__errpb__error_detail__get_packed_size(&ed[i]);
+        values[i] = malloc(len ? len : 1);
+        if (!values[i])
+            goto out;
+        varlog__errpb__error_detail__pack(&ed[i], values[i]);
+        google__protobuf__any__init(&anys[i]);
+        anys[i].type_url = (char *)WIRE_ERROR_DETAIL_TYPE_URL;
+        anys[i].value.data = values[i];
+        anys[i].value.len = len;
+        any_ptrs[i] = &anys[i];
+    }
+    Google__Rpc__Status status = GOOGLE__RPC__STATUS__INIT;
+    status.code = (int32_t)code;
+    status.message = (char *)(message ? message : "");
+    status.n_details = n_details;
+    status.details = any_ptrs;
+    size_t len = google__rpc__status__get_packed_size(&status);
+    *out = grpc_slice_malloc(len);
+    google__rpc__status__pack(&status, GRPC_SLICE_START_PTR(*out));
+    ok = true;
+out:
+    if (values) {
+        for (size_t i = 0; i < n_details; i++)
+            free(values[i]);
+    }
+    free(values);
+    free(any_ptrs);
+    free(anys);
+    free(ed);
+    return ok;
+}
+
+gpr_timespec wire_deadline(int64_t timeout_ms)
+{
+    if (timeout_ms < 0)
+        return gpr_inf_future(GPR_CLOCK_MONOTONIC);
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+}
+
+int64_t wire_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Keepalive as Varlog's Go peers use it: the client pings every 10 s (also without calls) and
+ * waits 1.5 s for the ack; the server tolerates pings at that rate and without calls instead
+ * of answering GOAWAY "too_many_pings". */
+static grpc_arg client_args[] = {
+    {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, {.integer = -1}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIME_MS, {.integer = 10000}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = 1500}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, {.integer = 1}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, {.integer = 0}},
+};
+static grpc_arg server_args[] = {
+    {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, {.integer = -1}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, {.integer = 1}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, {.integer = 1000}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MAX_PING_STRIKES, {.integer = 0}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_ALLOW_REUSEPORT, {.integer = 0}},
+};
+static const grpc_channel_args client_channel_args = {sizeof(client_args) / sizeof(client_args[0]),
+                                                      client_args};
+static const grpc_channel_args server_channel_args = {sizeof(server_args) / sizeof(server_args[0]),
+                                                      server_args};
+
+const grpc_channel_args *wire_channel_args(wire_args_side_t side)
+{
+    return side == WIRE_ARGS_CLIENT ? &client_channel_args : &server_channel_args;
+}
+
+void wire_grpc_ref(void)
+{
+    grpc_init();
+}
+
+void wire_grpc_unref(void)
+{
+    grpc_shutdown();
+}

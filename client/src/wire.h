@@ -1,0 +1,74 @@
+#ifndef VARLOG_WIRE_H
+#define VARLOG_WIRE_H
+
+/*
+ * Helpers shared by the client and server transports: protobuf-c messages to and from gRPC
+ * byte buffers, gRPC statuses with Varlog's error details (google.rpc.Status carried in the
+ * grpc-status-details-bin trailer), deadlines and channel arguments.
+ * Internal: never included by a public header.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <grpc/grpc.h>
+#include <protobuf-c/protobuf-c.h>
+
+#include "varlog/error.h"
+
+/* The trailer that carries a serialized google.rpc.Status. */
+#define WIRE_STATUS_DETAILS_KEY "grpc-status-details-bin"
+/* Any.type_url of Varlog's error details. */
+#define WIRE_ERROR_DETAIL_TYPE_URL "type.googleapis.com/varlog.errpb.ErrorDetail"
+
+/* Packs msg into a new byte buffer (owned by the caller; gRPC takes it with SEND_MESSAGE).
+ * NULL when memory runs out. */
+grpc_byte_buffer *wire_pack(const ProtobufCMessage *msg);
+
+/* Decodes bb (not consumed) as desc; the result is freed with protobuf_c_message_free_unpacked.
+ * NULL when bb is not a valid encoding of desc. Single-slice buffers are decoded in place. */
+ProtobufCMessage *wire_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
+
+/* The outcome of a finished call, as the client sees it. All strings are owned by the struct. */
+typedef struct rpc_status {
+    grpc_status_code code;
+    char *message;   /* status message; "" when none; NULL only before a status arrived */
+    char **details;  /* ErrorDetail.error_string of each detail, outermost first */
+    size_t n_details;
+} rpc_status_t;
+
+void rpc_status_init(rpc_status_t *st);
+void rpc_status_clear(rpc_status_t *st);
+/* Replaces st with code and a copy of message (NULL = ""), no details. NOMEM on failure. */
+varlog_err_t rpc_status_set(rpc_status_t *st, grpc_status_code code, const char *message);
+/* Deep copy; dst must be initialised (its old contents are cleared). */
+varlog_err_t rpc_status_copy(rpc_status_t *dst, const rpc_status_t *src);
+/* Reads details from the trailing metadata (grpc-status-details-bin) into st. Details that
+ * cannot be decoded are ignored: the code and message still stand. */
+void rpc_status_read_details(rpc_status_t *st, const grpc_metadata_array *trailing);
+/* The innermost detail (last element), which Varlog's Go client matches against its
+ * registered errors; falls back to the message; "" when neither exists. */
+const char *rpc_status_reason(const rpc_status_t *st);
+/* VARLOG_OK for GRPC_STATUS_OK, else the VARLOG_ERR_RPC_* value of the same number. */
+varlog_err_t rpc_status_to_err(const rpc_status_t *st);
+
+/* Serializes google.rpc.Status{code, message, details = ErrorDetail(details[i])...} for the
+ * grpc-status-details-bin trailer. The slice is owned by the caller. Returns false on NOMEM. */
+bool wire_status_details_encode(grpc_status_code code, const char *message,
+                                const char *const *details, size_t n_details, grpc_slice *out);
+
+/* Absolute deadline timeout_ms from now on the monotonic clock; timeout_ms < 0 = infinite. */
+gpr_timespec wire_deadline(int64_t timeout_ms);
+/* Milliseconds on the monotonic clock, for bookkeeping. */
+int64_t wire_now_ms(void);
+
+/* Channel arguments used by both sides: no message size limits (Varlog allows 2 GiB), Go
+ * style keepalive. Points at static storage; the caller must not free it. */
+typedef enum { WIRE_ARGS_CLIENT, WIRE_ARGS_SERVER } wire_args_side_t;
+const grpc_channel_args *wire_channel_args(wire_args_side_t side);
+
+/* gRPC is reference counted: every object that uses it calls these once. */
+void wire_grpc_ref(void);
+void wire_grpc_unref(void);
+
+#endif

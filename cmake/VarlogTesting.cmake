@@ -1,0 +1,32 @@
+# varlog_add_test(<name> SOURCES <src>... [LIBS <lib>...] [TIMEOUT <s>] [LABELS <l>...] [NO_MEMCHECK])
+#
+# Builds a cmocka test program, registers it with CTest, and, when valgrind is available and
+# no sanitizer is on, registers a valgrind copy named <name>_memcheck with the label memcheck
+# (run by `make memcheck`; `make test` leaves it out).
+find_program(VALGRIND_EXECUTABLE valgrind)
+set(VARLOG_SUPP_DIR ${PROJECT_SOURCE_DIR}/tests/sanitizers)
+set(VARLOG_TEST_ENV
+    "TSAN_OPTIONS=suppressions=${VARLOG_SUPP_DIR}/tsan.supp history_size=7 halt_on_error=1"
+    "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+
+function(varlog_add_test name)
+    cmake_parse_arguments(ARG "NO_MEMCHECK" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+    if(NOT ARG_TIMEOUT)
+        set(ARG_TIMEOUT 120)
+    endif()
+    add_executable(${name} ${ARG_SOURCES})
+    target_link_libraries(${name} PRIVATE ${ARG_LIBS} PkgConfig::CMOCKA varlog_build_flags Threads::Threads)
+    add_test(NAME ${name} COMMAND ${name})
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}"
+        ENVIRONMENT "${VARLOG_TEST_ENV}")
+    if(VALGRIND_EXECUTABLE AND NOT VARLOG_SANITIZE AND NOT ARG_NO_MEMCHECK)
+        add_test(NAME ${name}_memcheck
+            COMMAND ${VALGRIND_EXECUTABLE} --error-exitcode=99 --leak-check=full
+                    --show-leak-kinds=all --errors-for-leak-kinds=all
+                    --suppressions=${VARLOG_SUPP_DIR}/grpc.supp $<TARGET_FILE:${name}>)
+        math(EXPR memcheck_timeout "${ARG_TIMEOUT} * 10")
+        set_tests_properties(${name}_memcheck PROPERTIES TIMEOUT ${memcheck_timeout}
+            LABELS "memcheck;${ARG_LABELS}" ENVIRONMENT "VARLOG_UNDER_VALGRIND=1")
+    endif()
+endfunction()

@@ -1,0 +1,1 @@
+int varlog_pool_placeholder(void); int varlog_pool_placeholder(void) { return 0; }

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Installs, with apt-get, the Debian packages libvarlog needs to build and test.
+# Idempotent: only missing packages are installed. Works as root, or via sudo.
+set -eu
+
+PACKAGES="gcc make cmake pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
+libcmocka-dev valgrind python3-protobuf"
+
+missing=""
+for p in $PACKAGES; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+    *"install ok installed"*) ;;
+    *) missing="$missing $p" ;;
+    esac
+done
+
+if [ -z "$missing" ]; then
+    echo "install-deps: all build dependencies are present"
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "install-deps: missing packages:$missing" >&2
+    echo "install-deps: not root and sudo is not available; install them by hand" >&2
+    exit 1
+fi
+
+echo "install-deps: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get update -qq; then
+    echo "install-deps: 'apt-get update' failed; check the network and /etc/apt/sources.list" >&2
+    exit 1
+fi
+# shellcheck disable=SC2086
+if ! $SUDO apt-get install -y -qq --no-install-recommends $missing; then
+    echo "install-deps: 'apt-get install$missing' failed" >&2
+    exit 1
+fi
+echo "install-deps: done"

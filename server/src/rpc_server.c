@@ -1,0 +1,1 @@
+/* server transport: see rpc_server.h */

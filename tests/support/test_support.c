@@ -1,0 +1,72 @@
+#include "test_support.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t test_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool test_wait_until(bool (*cond)(void *arg), void *arg, int64_t timeout_ms)
+{
+    int64_t deadline = test_now_ms() + timeout_ms;
+    long pause_us = 50;
+    for (;;) {
+        if (cond(arg))
+            return true;
+        if (test_now_ms() >= deadline)
+            return cond(arg);
+        struct timespec ts = {0, pause_us * 1000};
+        nanosleep(&ts, NULL);
+        if (pause_us < 10000)
+            pause_us *= 2;
+    }
+}
+
+int test_thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.')
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+long test_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f)
+        return -1;
+    long size = 0, resident = 0;
+    int got = fscanf(f, "%ld %ld", &size, &resident);
+    fclose(f);
+    if (got != 2)
+        return -1;
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+bool test_under_valgrind(void)
+{
+    const char *v = getenv("VARLOG_UNDER_VALGRIND");
+    return v && v[0] == '1';
+}
+
+long test_scale(long n, long div)
+{
+    if (!test_under_valgrind())
+        return n;
+    long m = n / div;
+    return m > 0 ? m : 1;
+}

@@ -1,0 +1,29 @@
+#ifndef VARLOG_TEST_SUPPORT_H
+#define VARLOG_TEST_SUPPORT_H
+
+/* Helpers for the cmocka tests: bounded waiting on conditions instead of sleeps, and
+ * process introspection (thread count, resident memory). */
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Milliseconds on the monotonic clock. */
+int64_t test_now_ms(void);
+
+/* Polls cond(arg) with a short back-off until it is true or timeout_ms passes; returns the
+ * last value of cond. For conditions that have no notification to wait on. */
+bool test_wait_until(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
+
+/* Number of threads of this process (from /proc/self/task). */
+int test_thread_count(void);
+
+/* Resident set size of this process in KiB (from /proc/self/statm). */
+long test_rss_kib(void);
+
+/* True when the test runs under valgrind (CTest sets VARLOG_UNDER_VALGRIND for memcheck
+ * copies); used to scale iteration counts, never to skip assertions. */
+bool test_under_valgrind(void);
+
+/* n scaled down for slow runs (valgrind): returns n, or max(n / div, 1) under valgrind. */
+long test_scale(long n, long div);
+
+#endif
