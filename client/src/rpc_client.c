@@ -1,1 +1,311 @@
-/* client transport: see rpc_client.h */
+#include "rpc_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+
+static void *io_thread_main(void *arg)
+{
+    rpc_client_t *c = arg;
+    for (;;) {
+        grpc_event ev = grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (ev.type == GRPC_OP_COMPLETE) {
+            struct rpc_tag *tag = ev.tag;
+            tag->fn(tag, ev.success != 0);
+        }
+    }
+    return NULL;
+}
+
+varlog_err_t rpc_client_new(rpc_client_t **out)
+{
+    if (!out)
+        return VARLOG_ERR_INVALID_ARG;
+    *out = NULL;
+    rpc_client_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return VARLOG_ERR_NOMEM;
+    wire_grpc_ref();
+    c->calls.next = c->calls.prev = &c->calls;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->calls_drained, NULL);
+    c->cq = grpc_completion_queue_create_for_next(NULL);
+    if (!c->cq)
+        goto fail;
+    if (pthread_create(&c->io_thread, NULL, io_thread_main, c) != 0) {
+        grpc_completion_queue_shutdown(c->cq);
+        grpc_completion_queue_destroy(c->cq);
+        goto fail;
+    }
+    pthread_setname_np(c->io_thread, "varlog-io");
+    *out = c;
+    return VARLOG_OK;
+fail:
+    pthread_cond_destroy(&c->calls_drained);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    wire_grpc_unref();
+    return VARLOG_ERR_INTERNAL;
+}
+
+void rpc_client_destroy(rpc_client_t *c)
+{
+    if (!c)
+        return;
+    /* Unary calls are cancelled under the lock (their links live on callers' stacks, so
+     * they are valid only while linked); streams are referenced, then told outside the lock
+     * because they take their own lock first. */
+    pthread_mutex_lock(&c->mu);
+    c->closing = true;
+    size_t n_streams = 0;
+    for (struct rpc_call_link *l = c->calls.next; l != &c->calls; l = l->next)
+        n_streams += l->kind == RPC_LINK_STREAM;
+    rpc_stream_t **streams = n_streams ? calloc(n_streams, sizeof(*streams)) : NULL;
+    size_t taken = 0;
+    for (struct rpc_call_link *l = c->calls.next; l != &c->calls; l = l->next) {
+        if (l->kind == RPC_LINK_UNARY) {
+            grpc_call_cancel(l->call, NULL);
+        } else if (streams) {
+            streams[taken] = rpc_stream_from_link(l);
+            rpc_stream_ref(streams[taken++]);
+        } else {
+            /* No memory for the snapshot: cancelling still ends the call; the stream finishes
+             * as soon as its reader drains it or releases it. */
+            grpc_call_cancel(l->call, NULL);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < taken; i++) {
+        rpc_stream_client_closing(streams[i]);
+        rpc_stream_unref(streams[i]);
+    }
+    free(streams);
+
+    pthread_mutex_lock(&c->mu);
+    while (c->n_calls > 0)
+        pthread_cond_wait(&c->calls_drained, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+
+    for (size_t i = 0; i < c->n_channels; i++) {
+        grpc_channel_destroy(c->channels[i].channel);
+        free(c->channels[i].target);
+    }
+    free(c->channels);
+    grpc_completion_queue_shutdown(c->cq);
+    pthread_join(c->io_thread, NULL);
+    grpc_completion_queue_destroy(c->cq);
+    pthread_cond_destroy(&c->calls_drained);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    wire_grpc_unref();
+}
+
+size_t rpc_client_live_calls(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->n_calls;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target)
+{
+    for (size_t i = 0; i < c->n_channels; i++) {
+        if (strcmp(c->channels[i].target, target) == 0)
+            return c->channels[i].channel;
+    }
+    if (c->n_channels == c->cap_channels) {
+        size_t cap = c->cap_channels ? c->cap_channels * 2 : 4;
+        struct rpc_channel_entry *grown = realloc(c->channels, cap * sizeof(*grown));
+        if (!grown)
+            return NULL;
+        c->channels = grown;
+        c->cap_channels = cap;
+    }
+    char *copy = strdup(target);
+    if (!copy)
+        return NULL;
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel *ch = grpc_channel_create(target, creds, wire_channel_args(WIRE_ARGS_CLIENT));
+    grpc_channel_credentials_release(creds);
+    if (!ch) {
+        free(copy);
+        return NULL;
+    }
+    c->channels[c->n_channels].target = copy;
+    c->channels[c->n_channels].channel = ch;
+    c->n_channels++;
+    return ch;
+}
+
+varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
+{
+    if (c->closing)
+        return VARLOG_ERR_CLOSED;
+    link->next = &c->calls;
+    link->prev = c->calls.prev;
+    c->calls.prev->next = link;
+    c->calls.prev = link;
+    c->n_calls++;
+    return VARLOG_OK;
+}
+
+void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
+{
+    pthread_mutex_lock(&c->mu);
+    link->prev->next = link->next;
+    link->next->prev = link->prev;
+    link->next = link->prev = link;
+    if (--c->n_calls == 0)
+        pthread_cond_broadcast(&c->calls_drained);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- unary calls ------------------------------------------------------------------------ */
+
+struct unary_call {
+    struct rpc_tag tag;
+    struct rpc_call_link link;
+    rpc_client_t *client;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    bool batch_ok;
+    grpc_metadata_array initial_md;
+    grpc_metadata_array trailing_md;
+    grpc_byte_buffer *response;
+    grpc_status_code code;
+    grpc_slice details;
+};
+
+static void unary_done(struct rpc_tag *tag, bool ok)
+{
+    struct unary_call *u = RPC_CONTAINER_OF(tag, struct unary_call, tag);
+    /* Unlink first: after the caller wakes it unrefs the call, which destroy must no longer
+     * be able to cancel. */
+    rpc_client_unlink(u->client, &u->link);
+    pthread_mutex_lock(&u->mu);
+    u->batch_ok = ok;
+    u->done = true;
+    pthread_cond_signal(&u->cv);
+    pthread_mutex_unlock(&u->mu);
+}
+
+static char *slice_to_string(grpc_slice s)
+{
+    size_t n = GRPC_SLICE_LENGTH(s);
+    char *str = malloc(n + 1);
+    if (str) {
+        memcpy(str, GRPC_SLICE_START_PTR(s), n);
+        str[n] = '\0';
+    }
+    return str;
+}
+
+/* Fills st from a finished call's status parts. */
+static void status_fill(rpc_status_t *st, grpc_status_code code, grpc_slice details,
+                        const grpc_metadata_array *trailing)
+{
+    rpc_status_clear(st);
+    st->code = code;
+    st->message = slice_to_string(details);
+    rpc_status_read_details(st, trailing);
+}
+
+varlog_err_t rpc_unary(rpc_client_t *c, const char *target, const char *method,
+                       const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+                       int64_t timeout_ms, ProtobufCMessage **resp, rpc_status_t *status)
+{
+    if (!c || !target || !method || !req || !resp_desc || !resp)
+        return VARLOG_ERR_INVALID_ARG;
+    *resp = NULL;
+    grpc_byte_buffer *request = wire_pack(req);
+    if (!request)
+        return VARLOG_ERR_NOMEM;
+
+    struct unary_call u;
+    memset(&u, 0, sizeof(u));
+    u.tag.fn = unary_done;
+    u.client = c;
+    u.link.kind = RPC_LINK_UNARY;
+    u.code = GRPC_STATUS_UNKNOWN;
+    u.details = grpc_empty_slice();
+    pthread_mutex_init(&u.mu, NULL);
+    pthread_cond_init(&u.cv, NULL);
+    grpc_metadata_array_init(&u.initial_md);
+    grpc_metadata_array_init(&u.trailing_md);
+
+    varlog_err_t err = VARLOG_OK;
+    pthread_mutex_lock(&c->mu);
+    grpc_channel *ch = c->closing ? NULL : rpc_client_channel_locked(c, target);
+    if (!ch) {
+        err = c->closing ? VARLOG_ERR_CLOSED : VARLOG_ERR_NOMEM;
+        pthread_mutex_unlock(&c->mu);
+        goto out;
+    }
+    grpc_slice method_slice = grpc_slice_from_copied_string(method);
+    u.link.call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, method_slice,
+                                           NULL, wire_deadline(timeout_ms), NULL);
+    grpc_slice_unref(method_slice);
+    if (!u.link.call) {
+        pthread_mutex_unlock(&c->mu);
+        err = VARLOG_ERR_INTERNAL;
+        goto out;
+    }
+    rpc_client_link_locked(c, &u.link);
+
+    grpc_op ops[6];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = request;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &u.initial_md;
+    ops[4].op = GRPC_OP_RECV_MESSAGE;
+    ops[4].data.recv_message.recv_message = &u.response;
+    ops[5].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    ops[5].data.recv_status_on_client.trailing_metadata = &u.trailing_md;
+    ops[5].data.recv_status_on_client.status = &u.code;
+    ops[5].data.recv_status_on_client.status_details = &u.details;
+    grpc_call_error ce = grpc_call_start_batch(u.link.call, ops, 6, &u.tag, NULL);
+    pthread_mutex_unlock(&c->mu);
+    if (ce != GRPC_CALL_OK) {
+        rpc_client_unlink(c, &u.link);
+        grpc_call_unref(u.link.call);
+        err = VARLOG_ERR_INTERNAL;
+        goto out;
+    }
+
+    pthread_mutex_lock(&u.mu);
+    while (!u.done)
+        pthread_cond_wait(&u.cv, &u.mu);
+    pthread_mutex_unlock(&u.mu);
+    grpc_call_unref(u.link.call);
+
+    rpc_status_t local;
+    rpc_status_init(&local);
+    rpc_status_t *st = status ? status : &local;
+    status_fill(st, u.code, u.details, &u.trailing_md);
+    err = rpc_status_to_err(st);
+    if (err == VARLOG_OK) {
+        *resp = u.response ? wire_unpack(resp_desc, u.response) : NULL;
+        if (!*resp)
+            err = VARLOG_ERR_DECODE;
+    }
+    rpc_status_clear(&local);
+out:
+    if (u.response)
+        grpc_byte_buffer_destroy(u.response);
+    grpc_byte_buffer_destroy(request);
+    grpc_slice_unref(u.details);
+    grpc_metadata_array_destroy(&u.initial_md);
+    grpc_metadata_array_destroy(&u.trailing_md);
+    pthread_cond_destroy(&u.cv);
+    pthread_mutex_destroy(&u.mu);
+    return err;
+}

@@ -1,1 +1,590 @@
-/* client streams: see rpc_client.h */
+#include "rpc_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* A FIFO of byte buffers that grows by doubling. */
+struct bb_fifo {
+    grpc_byte_buffer **items;
+    size_t head, count, cap;
+};
+
+static bool fifo_push(struct bb_fifo *f, grpc_byte_buffer *bb)
+{
+    if (f->count == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 8;
+        grpc_byte_buffer **items = malloc(cap * sizeof(*items));
+        if (!items)
+            return false;
+        for (size_t i = 0; i < f->count; i++)
+            items[i] = f->items[(f->head + i) % f->cap];
+        free(f->items);
+        f->items = items;
+        f->head = 0;
+        f->cap = cap;
+    }
+    f->items[(f->head + f->count) % f->cap] = bb;
+    f->count++;
+    return true;
+}
+
+static grpc_byte_buffer *fifo_pop(struct bb_fifo *f)
+{
+    if (f->count == 0)
+        return NULL;
+    grpc_byte_buffer *bb = f->items[f->head];
+    f->items[f->head] = NULL;
+    f->head = (f->head + 1) % f->cap;
+    f->count--;
+    return bb;
+}
+
+static void fifo_clear(struct bb_fifo *f)
+{
+    grpc_byte_buffer *bb;
+    while ((bb = fifo_pop(f)) != NULL)
+        grpc_byte_buffer_destroy(bb);
+    free(f->items);
+    memset(f, 0, sizeof(*f));
+}
+
+struct rpc_stream {
+    rpc_client_t *client;
+    struct rpc_call_link link;
+    rpc_stream_opts_t opts;
+
+    struct rpc_tag start_tag, send_tag, recv_tag, status_tag;
+
+    pthread_mutex_t mu;
+    pthread_cond_t readable;
+    int refs;         /* the caller's handle + the live call */
+    int tags_pending; /* batches gRPC has not completed yet */
+    bool finished;    /* call unref'd and unlinked; no gRPC object left */
+    bool user_released;
+    bool client_closing;
+    varlog_err_t sticky; /* first failure; VARLOG_OK while healthy */
+
+    /* send side: one SEND_MESSAGE (or the start / half-close batch) in flight at a time */
+    struct bb_fifo to_send;
+    grpc_byte_buffer *in_flight;
+    bool send_busy;
+    bool close_requested, close_started;
+    bool send_failed; /* gRPC failed a send batch: the call is broken, its status will say why */
+
+    /* receive side: one RECV_MESSAGE outstanding while `received` has room */
+    grpc_metadata_array initial_md;
+    grpc_byte_buffer *recv_bb;
+    bool recv_armed, recv_eof;
+    struct bb_fifo received;
+
+    /* status */
+    grpc_metadata_array trailing_md;
+    grpc_status_code code;
+    grpc_slice details;
+    bool status_received;
+    rpc_status_t status;
+};
+
+static void stream_free(rpc_stream_t *s)
+{
+    fifo_clear(&s->to_send);
+    fifo_clear(&s->received);
+    if (s->in_flight)
+        grpc_byte_buffer_destroy(s->in_flight);
+    if (s->recv_bb)
+        grpc_byte_buffer_destroy(s->recv_bb);
+    grpc_metadata_array_destroy(&s->initial_md);
+    grpc_metadata_array_destroy(&s->trailing_md);
+    grpc_slice_unref(s->details);
+    rpc_status_clear(&s->status);
+    pthread_cond_destroy(&s->readable);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void rpc_stream_ref(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->refs++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rpc_stream_unref(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool last = --s->refs == 0;
+    pthread_mutex_unlock(&s->mu);
+    if (last)
+        stream_free(s);
+}
+
+rpc_stream_t *rpc_stream_from_link(struct rpc_call_link *link)
+{
+    return RPC_CONTAINER_OF(link, rpc_stream_t, link);
+}
+
+static void set_sticky(rpc_stream_t *s, varlog_err_t err)
+{
+    if (s->sticky == VARLOG_OK)
+        s->sticky = err;
+}
+
+/* A batch gRPC refused leaves the call in an unknown state (it can poison later sends), so
+ * the call is cancelled and the stream failed. Called with s->mu held. */
+static bool start_batch_locked(rpc_stream_t *s, const grpc_op *ops, size_t n, struct rpc_tag *tag)
+{
+    grpc_call_error ce = grpc_call_start_batch(s->link.call, ops, n, tag, NULL);
+    if (ce != GRPC_CALL_OK) {
+        set_sticky(s, VARLOG_ERR_INTERNAL);
+        grpc_call_cancel(s->link.call, NULL);
+        return false;
+    }
+    s->tags_pending++;
+    return true;
+}
+
+static void arm_recv_locked(rpc_stream_t *s)
+{
+    if (s->recv_armed || s->recv_eof || s->finished || s->received.count >= s->opts.recv_window)
+        return;
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &s->recv_bb;
+    s->recv_armed = start_batch_locked(s, &op, 1, &s->recv_tag);
+}
+
+/* Starts the next send-side batch if the slot is free. Called with s->mu held. */
+static void pump_send_locked(rpc_stream_t *s)
+{
+    if (s->send_busy || s->finished)
+        return;
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    if (s->sticky != VARLOG_OK || s->status_received || s->send_failed) {
+        fifo_clear(&s->to_send);
+        return;
+    }
+    grpc_byte_buffer *bb = fifo_pop(&s->to_send);
+    if (bb) {
+        op.op = GRPC_OP_SEND_MESSAGE;
+        op.data.send_message.send_message = bb;
+        /* Let gRPC coalesce writes while more are queued; the last one flushes. */
+        if (s->to_send.count > 0)
+            op.flags = GRPC_WRITE_BUFFER_HINT;
+        s->in_flight = bb;
+        s->send_busy = start_batch_locked(s, &op, 1, &s->send_tag);
+        return;
+    }
+    if (s->close_requested && !s->close_started) {
+        op.op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        s->close_started = true;
+        s->send_busy = start_batch_locked(s, &op, 1, &s->send_tag);
+    }
+}
+
+/* Releases the gRPC call once nothing is pending and nobody needs more from it: the status
+ * arrived and either every message was received, or nobody will read them (cancelled,
+ * released, client closing). Called with s->mu held; returns true when the caller must drop
+ * the live call's reference after unlocking. */
+static bool maybe_finish_locked(rpc_stream_t *s)
+{
+    if (s->finished || s->tags_pending > 0 || !s->status_received)
+        return false;
+    bool reading_done = s->recv_eof || s->user_released || s->client_closing ||
+                        s->code != GRPC_STATUS_OK;
+    if (!reading_done)
+        return false;
+    s->finished = true;
+    s->recv_eof = true;
+    /* Lock order is stream, then client: unlinking here cannot deadlock with destroy, which
+     * never holds the client lock while taking a stream's. */
+    rpc_client_unlink(s->client, &s->link);
+    grpc_call_unref(s->link.call);
+    s->link.call = NULL;
+    pthread_cond_broadcast(&s->readable);
+    return true;
+}
+
+/* Common tail of every completion: maybe finish, signal, notify. */
+static void after_event(rpc_stream_t *s, bool readable)
+{
+    bool drop = maybe_finish_locked(s);
+    if (readable)
+        pthread_cond_broadcast(&s->readable);
+    void (*notify)(void *) = s->opts.notify;
+    void *arg = s->opts.notify_arg;
+    pthread_mutex_unlock(&s->mu);
+    if (readable && notify)
+        notify(arg);
+    if (drop)
+        rpc_stream_unref(s);
+}
+
+static void on_start_done(struct rpc_tag *tag, bool ok)
+{
+    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, start_tag);
+    pthread_mutex_lock(&s->mu);
+    s->tags_pending--;
+    s->send_busy = false;
+    if (s->in_flight) {
+        grpc_byte_buffer_destroy(s->in_flight);
+        s->in_flight = NULL;
+    }
+    if (!ok)
+        s->send_failed = true;
+    pump_send_locked(s);
+    after_event(s, false);
+}
+
+static void on_send_done(struct rpc_tag *tag, bool ok)
+{
+    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, send_tag);
+    pthread_mutex_lock(&s->mu);
+    s->tags_pending--;
+    s->send_busy = false;
+    if (s->in_flight) {
+        grpc_byte_buffer_destroy(s->in_flight);
+        s->in_flight = NULL;
+    }
+    if (!ok)
+        s->send_failed = true;
+    pump_send_locked(s);
+    after_event(s, false);
+}
+
+static void on_recv_done(struct rpc_tag *tag, bool ok)
+{
+    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, recv_tag);
+    pthread_mutex_lock(&s->mu);
+    s->tags_pending--;
+    s->recv_armed = false;
+    if (ok && s->recv_bb) {
+        if (!fifo_push(&s->received, s->recv_bb)) {
+            grpc_byte_buffer_destroy(s->recv_bb);
+            set_sticky(s, VARLOG_ERR_NOMEM);
+            grpc_call_cancel(s->link.call, NULL);
+        }
+        s->recv_bb = NULL;
+        arm_recv_locked(s);
+    } else {
+        if (s->recv_bb) {
+            grpc_byte_buffer_destroy(s->recv_bb);
+            s->recv_bb = NULL;
+        }
+        s->recv_eof = true;
+    }
+    after_event(s, true);
+}
+
+static char *copy_slice(grpc_slice sl)
+{
+    size_t n = GRPC_SLICE_LENGTH(sl);
+    char *str = malloc(n + 1);
+    if (str) {
+        memcpy(str, GRPC_SLICE_START_PTR(sl), n);
+        str[n] = '\0';
+    }
+    return str;
+}
+
+static void on_status_done(struct rpc_tag *tag, bool ok)
+{
+    (void)ok; /* RECV_STATUS_ON_CLIENT always reports a status */
+    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, status_tag);
+    pthread_mutex_lock(&s->mu);
+    s->tags_pending--;
+    s->status_received = true;
+    rpc_status_clear(&s->status);
+    s->status.code = s->code;
+    s->status.message = copy_slice(s->details);
+    rpc_status_read_details(&s->status, &s->trailing_md);
+    if (s->code != GRPC_STATUS_OK)
+        set_sticky(s, rpc_status_to_err(&s->status));
+    if (s->client_closing && s->code == GRPC_STATUS_CANCELLED)
+        s->sticky = VARLOG_ERR_CLOSED;
+    fifo_clear(&s->to_send);
+    after_event(s, true);
+}
+
+varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *method,
+                             const rpc_stream_opts_t *opts, const ProtobufCMessage *request,
+                             rpc_stream_t **out)
+{
+    if (!out)
+        return VARLOG_ERR_INVALID_ARG;
+    *out = NULL;
+    if (!c || !target || !method || !opts || !opts->response || opts->recv_window == 0)
+        return VARLOG_ERR_INVALID_ARG;
+    if (opts->kind == RPC_STREAM_SERVER && !request)
+        return VARLOG_ERR_INVALID_ARG;
+    rpc_stream_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        return VARLOG_ERR_NOMEM;
+    grpc_byte_buffer *first = request ? wire_pack(request) : NULL;
+    if (request && !first) {
+        free(s);
+        return VARLOG_ERR_NOMEM;
+    }
+    s->client = c;
+    s->opts = *opts;
+    s->link.kind = RPC_LINK_STREAM;
+    s->start_tag.fn = on_start_done;
+    s->send_tag.fn = on_send_done;
+    s->recv_tag.fn = on_recv_done;
+    s->status_tag.fn = on_status_done;
+    s->refs = 2;
+    s->code = GRPC_STATUS_UNKNOWN;
+    s->details = grpc_empty_slice();
+    rpc_status_init(&s->status);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->readable, NULL);
+    grpc_metadata_array_init(&s->initial_md);
+    grpc_metadata_array_init(&s->trailing_md);
+
+    varlog_err_t err = VARLOG_OK;
+    pthread_mutex_lock(&s->mu);
+    pthread_mutex_lock(&c->mu);
+    grpc_channel *ch = c->closing ? NULL : rpc_client_channel_locked(c, target);
+    if (ch) {
+        grpc_slice method_slice = grpc_slice_from_copied_string(method);
+        s->link.call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
+                                                method_slice, NULL, wire_deadline(opts->timeout_ms),
+                                                NULL);
+        grpc_slice_unref(method_slice);
+    }
+    if (!ch)
+        err = c->closing ? VARLOG_ERR_CLOSED : VARLOG_ERR_NOMEM;
+    else if (!s->link.call)
+        err = VARLOG_ERR_INTERNAL;
+    else
+        rpc_client_link_locked(c, &s->link);
+    pthread_mutex_unlock(&c->mu);
+    if (err != VARLOG_OK) {
+        pthread_mutex_unlock(&s->mu);
+        if (first)
+            grpc_byte_buffer_destroy(first);
+        s->refs = 1;
+        rpc_stream_unref(s);
+        return err;
+    }
+
+    /* Three batches: the send side's start, the status, and the first receive, which must
+     * carry RECV_INITIAL_METADATA or no message is ever delivered. */
+    grpc_op ops[3];
+    memset(ops, 0, sizeof(ops));
+    size_t n = 0;
+    ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+    if (opts->wait_for_ready)
+        ops[n].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    n++;
+    if (opts->kind == RPC_STREAM_SERVER) {
+        ops[n].op = GRPC_OP_SEND_MESSAGE;
+        ops[n++].data.send_message.send_message = first;
+        ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+        s->in_flight = first;
+        s->close_requested = s->close_started = true;
+    } else if (first && !fifo_push(&s->to_send, first)) {
+        grpc_byte_buffer_destroy(first);
+        set_sticky(s, VARLOG_ERR_NOMEM);
+    }
+    s->send_busy = start_batch_locked(s, ops, n, &s->start_tag);
+
+    grpc_op status_op;
+    memset(&status_op, 0, sizeof(status_op));
+    status_op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    status_op.data.recv_status_on_client.trailing_metadata = &s->trailing_md;
+    status_op.data.recv_status_on_client.status = &s->code;
+    status_op.data.recv_status_on_client.status_details = &s->details;
+    if (!start_batch_locked(s, &status_op, 1, &s->status_tag)) {
+        /* Without a status batch the call could never finish: fake its end. */
+        s->status_received = true;
+        s->code = GRPC_STATUS_INTERNAL;
+    }
+
+    grpc_op recv_ops[2];
+    memset(recv_ops, 0, sizeof(recv_ops));
+    recv_ops[0].op = GRPC_OP_RECV_INITIAL_METADATA;
+    recv_ops[0].data.recv_initial_metadata.recv_initial_metadata = &s->initial_md;
+    recv_ops[1].op = GRPC_OP_RECV_MESSAGE;
+    recv_ops[1].data.recv_message.recv_message = &s->recv_bb;
+    s->recv_armed = start_batch_locked(s, recv_ops, 2, &s->recv_tag);
+    if (!s->recv_armed)
+        s->recv_eof = true;
+
+    if (s->sticky != VARLOG_OK) {
+        err = s->sticky;
+        s->user_released = true;
+        if (s->link.call)
+            grpc_call_cancel(s->link.call, NULL);
+        after_event(s, false); /* unlocks; finishes when the cancelled batches return */
+        rpc_stream_unref(s);
+        return err;
+    }
+    pthread_mutex_unlock(&s->mu);
+    *out = s;
+    return VARLOG_OK;
+}
+
+/* The error an operation on a stream that can no longer send gets. Called with s->mu held. */
+static varlog_err_t send_refusal_locked(const rpc_stream_t *s)
+{
+    if (s->sticky != VARLOG_OK)
+        return s->sticky;
+    if (s->status_received || s->finished)
+        return VARLOG_ERR_CLOSED;
+    if (s->send_failed) /* the status that explains it is on its way */
+        return VARLOG_ERR_RPC_UNAVAILABLE;
+    if (s->opts.kind != RPC_STREAM_BIDI || s->close_requested)
+        return VARLOG_ERR_STATE;
+    return VARLOG_OK;
+}
+
+varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg)
+{
+    if (!s || !msg)
+        return VARLOG_ERR_INVALID_ARG;
+    pthread_mutex_lock(&s->mu);
+    varlog_err_t err = send_refusal_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (err != VARLOG_OK)
+        return err;
+    /* Encode outside the lock: it is the expensive part and needs no shared state. */
+    grpc_byte_buffer *bb = wire_pack(msg);
+    if (!bb)
+        return VARLOG_ERR_NOMEM;
+    pthread_mutex_lock(&s->mu);
+    err = send_refusal_locked(s);
+    if (err == VARLOG_OK && !fifo_push(&s->to_send, bb))
+        err = VARLOG_ERR_NOMEM;
+    if (err == VARLOG_OK)
+        pump_send_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (err != VARLOG_OK)
+        grpc_byte_buffer_destroy(bb);
+    return err;
+}
+
+varlog_err_t rpc_stream_close_send(rpc_stream_t *s)
+{
+    if (!s)
+        return VARLOG_ERR_INVALID_ARG;
+    pthread_mutex_lock(&s->mu);
+    varlog_err_t err = send_refusal_locked(s);
+    if (err == VARLOG_OK) {
+        s->close_requested = true;
+        pump_send_locked(s);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return err;
+}
+
+static void abs_deadline(struct timespec *ts, int64_t timeout_ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += (time_t)(timeout_ms / 1000);
+    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessage **msg)
+{
+    if (!s || !msg)
+        return VARLOG_ERR_INVALID_ARG;
+    *msg = NULL;
+    struct timespec deadline;
+    if (timeout_ms > 0)
+        abs_deadline(&deadline, timeout_ms);
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        grpc_byte_buffer *bb = fifo_pop(&s->received);
+        if (bb) {
+            arm_recv_locked(s);
+            pthread_mutex_unlock(&s->mu);
+            *msg = wire_unpack(s->opts.response, bb);
+            grpc_byte_buffer_destroy(bb);
+            if (*msg)
+                return VARLOG_OK;
+            pthread_mutex_lock(&s->mu);
+            set_sticky(s, VARLOG_ERR_DECODE);
+            if (!s->finished)
+                grpc_call_cancel(s->link.call, NULL);
+            pthread_mutex_unlock(&s->mu);
+            return VARLOG_ERR_DECODE;
+        }
+        if (s->recv_eof && s->status_received) {
+            varlog_err_t err = s->sticky != VARLOG_OK ? s->sticky : VARLOG_ERR_END;
+            pthread_mutex_unlock(&s->mu);
+            return err;
+        }
+        if (timeout_ms == 0) {
+            pthread_mutex_unlock(&s->mu);
+            return VARLOG_ERR_TIMED_OUT;
+        }
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&s->readable, &s->mu);
+        } else if (pthread_cond_timedwait(&s->readable, &s->mu, &deadline) == ETIMEDOUT) {
+            timeout_ms = 0; /* one more look, then report the timeout */
+        }
+    }
+}
+
+const rpc_status_t *rpc_stream_status(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    const rpc_status_t *st = s->status_received ? &s->status : NULL;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+size_t rpc_stream_pending_sends(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->to_send.count + (s->in_flight ? 1 : 0);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+size_t rpc_stream_buffered(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->received.count;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void rpc_stream_cancel(rpc_stream_t *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (!s->finished)
+        grpc_call_cancel(s->link.call, NULL);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void rpc_stream_client_closing(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->client_closing = true;
+    if (!s->finished)
+        grpc_call_cancel(s->link.call, NULL);
+    after_event(s, true);
+}
+
+void rpc_stream_destroy(rpc_stream_t *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->user_released = true;
+    if (!s->finished)
+        grpc_call_cancel(s->link.call, NULL);
+    after_event(s, false);
+    rpc_stream_unref(s);
+}

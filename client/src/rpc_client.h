@@ -1,0 +1,116 @@
+#ifndef VARLOG_RPC_CLIENT_H
+#define VARLOG_RPC_CLIENT_H
+
+/*
+ * Client side of the transport over gRPC core. Internal: the public API is built on it.
+ *
+ * One rpc_client_t owns one completion queue and one I/O thread ("varlog-io"). The I/O thread
+ * only dispatches completions: it never blocks on anything but brief internal mutexes and
+ * never runs user code (the optional notify hooks are internal and must not block either).
+ * Channels are cached per target address and live until the client is destroyed.
+ *
+ * Streams: at most one SEND_MESSAGE is in flight per call, further messages wait in a FIFO;
+ * exactly one RECV_MESSAGE is outstanding while the stream's receive window has room, so a
+ * consumer that stops reading stops the transfer (HTTP/2 flow control pushes back to the
+ * server). Each call keeps a sticky error: after the first failure every operation returns it.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "varlog/error.h"
+#include "wire.h"
+
+typedef struct rpc_client rpc_client_t;
+typedef struct rpc_stream rpc_stream_t;
+
+/* Starts the I/O thread. Errors: NOMEM, INTERNAL (thread or completion queue creation). */
+varlog_err_t rpc_client_new(rpc_client_t **out);
+
+/* Cancels every call still running (their streams end with RPC_CANCELLED or CLOSED), waits
+ * until gRPC returned all their operations, joins the I/O thread and frees the client.
+ * Streams the caller still holds stay valid for rpc_stream_recv (which reports the end) and
+ * must still be released with rpc_stream_destroy. Accepts NULL. Blocks for a bounded time:
+ * cancellation completes every operation promptly. Must not be called from the I/O thread. */
+void rpc_client_destroy(rpc_client_t *c);
+
+/* Calls currently known to the client (unary and streams not yet finished). */
+size_t rpc_client_live_calls(rpc_client_t *c);
+
+/* A blocking unary call on the caller's thread. req is borrowed; on VARLOG_OK *resp is a new
+ * message of resp_desc owned by the caller (free with protobuf_c_message_free_unpacked).
+ * status (optional, initialised by the caller) receives the call's status, message and
+ * error details whatever the outcome. timeout_ms < 0 = no deadline.
+ * Returns OK, a VARLOG_ERR_RPC_* code from the status (RPC_DEADLINE_EXCEEDED when the
+ * deadline passes, RPC_UNAVAILABLE when the target cannot be reached), DECODE when the
+ * response is malformed or missing, CLOSED while the client is being destroyed,
+ * INVALID_ARG, NOMEM, INTERNAL. */
+varlog_err_t rpc_unary(rpc_client_t *c, const char *target, const char *method,
+                       const ProtobufCMessage *req, const ProtobufCMessageDescriptor *resp_desc,
+                       int64_t timeout_ms, ProtobufCMessage **resp, rpc_status_t *status);
+
+typedef enum {
+    RPC_STREAM_BIDI,   /* messages both ways; rpc_stream_send and rpc_stream_close_send */
+    RPC_STREAM_SERVER, /* one request (given to open), a stream of responses */
+} rpc_stream_kind_t;
+
+typedef struct rpc_stream_opts {
+    rpc_stream_kind_t kind;
+    const ProtobufCMessageDescriptor *response; /* how received messages are decoded */
+    /* Received messages buffered before the next receive is no longer armed (>= 1). */
+    size_t recv_window;
+    int64_t timeout_ms;  /* deadline of the whole call; < 0 = none */
+    bool wait_for_ready; /* wait for the connection instead of failing fast with UNAVAILABLE */
+    /* Optional hook run on the I/O thread after a message or the end of the call becomes
+     * available to rpc_stream_recv. It must not block and must not call rpc_stream_*
+     * functions that wait; it is meant to signal another thread. */
+    void (*notify)(void *arg);
+    void *notify_arg;
+} rpc_stream_opts_t;
+
+/* Opens a call. request (borrowed) is required for RPC_STREAM_SERVER and, for
+ * RPC_STREAM_BIDI, an optional first message. Does not wait for the connection; connection
+ * failures show up as the stream's status. Errors: INVALID_ARG, CLOSED (client being
+ * destroyed), NOMEM, INTERNAL. */
+varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *method,
+                             const rpc_stream_opts_t *opts, const ProtobufCMessage *request,
+                             rpc_stream_t **out);
+
+/* BIDI: encodes msg (borrowed) and queues it; it is sent after the messages queued before it.
+ * Never blocks: the FIFO is unbounded, callers bound what they queue. Any thread.
+ * Errors: the stream's sticky error once it failed, CLOSED after it finished normally,
+ * STATE after rpc_stream_close_send or on a server stream, ENCODE, NOMEM. */
+varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg);
+
+/* BIDI: half-closes after every queued message was sent. Any thread. Errors as send. */
+varlog_err_t rpc_stream_close_send(rpc_stream_t *s);
+
+/* Takes the next received message, waiting up to timeout_ms (< 0 = for ever, 0 = poll).
+ * On OK, *msg is owned by the caller (protobuf_c_message_free_unpacked). Returns END when
+ * the server finished with OK and every message was taken, the status's VARLOG_ERR_RPC_*
+ * code when it failed (RPC_CANCELLED after rpc_stream_cancel), CLOSED when the client was
+ * destroyed, DECODE when a message was malformed (the call is then cancelled), TIMED_OUT.
+ * One consumer thread at a time. */
+varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessage **msg);
+
+/* The call's final status; NULL until the status arrived (rpc_stream_recv returned END or
+ * an RPC error). Valid until rpc_stream_destroy. */
+const rpc_status_t *rpc_stream_status(rpc_stream_t *s);
+
+/* Messages queued for sending and not yet completed by gRPC, including the one in flight. */
+size_t rpc_stream_pending_sends(rpc_stream_t *s);
+
+/* Messages received and waiting for rpc_stream_recv. */
+size_t rpc_stream_buffered(rpc_stream_t *s);
+
+/* Cancels the call (no-op once finished). Any thread; does not block. */
+void rpc_stream_cancel(rpc_stream_t *s);
+
+/* Cancels the call if it is still running and releases the caller's handle. Does not block:
+ * gRPC's remaining completions are absorbed by the I/O thread, which frees the stream last.
+ * Accepts NULL. */
+void rpc_stream_destroy(rpc_stream_t *s);
+
+#endif

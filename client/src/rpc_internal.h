@@ -1,0 +1,63 @@
+#ifndef VARLOG_RPC_INTERNAL_H
+#define VARLOG_RPC_INTERNAL_H
+
+/* Pieces shared by rpc_client.c (client object, I/O thread, unary calls) and rpc_stream.c. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <grpc/grpc.h>
+
+#include "rpc_client.h"
+
+#define RPC_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
+
+/* What the I/O thread receives as a completion-queue tag: it just calls fn. */
+struct rpc_tag {
+    void (*fn)(struct rpc_tag *tag, bool ok);
+};
+
+typedef enum { RPC_LINK_UNARY, RPC_LINK_STREAM } rpc_link_kind_t;
+
+/* Entry of the client's list of live calls, so destroy can cancel them. A unary call's link
+ * lives on its caller's stack; a stream's link is part of the stream. */
+struct rpc_call_link {
+    struct rpc_call_link *prev, *next;
+    rpc_link_kind_t kind;
+    grpc_call *call;
+};
+
+struct rpc_channel_entry {
+    char *target;
+    grpc_channel *channel;
+};
+
+struct rpc_client {
+    grpc_completion_queue *cq;
+    pthread_t io_thread;
+
+    pthread_mutex_t mu; /* guards everything below; never held while taking a stream's lock */
+    pthread_cond_t calls_drained;
+    bool closing;
+    struct rpc_call_link calls; /* sentinel of a circular list */
+    size_t n_calls;
+    struct rpc_channel_entry *channels;
+    size_t n_channels, cap_channels;
+};
+
+/* The cached channel to target, created on first use. Called with c->mu held. NULL on NOMEM. */
+grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target);
+
+/* Links a call; CLOSED when the client is closing. Called with c->mu held. */
+varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link);
+
+/* Unlinks a finished call and wakes a destroy waiting for the list to drain. */
+void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link);
+
+/* Stream hooks used by rpc_client_destroy (rpc_stream.c). */
+void rpc_stream_ref(rpc_stream_t *s);
+void rpc_stream_unref(rpc_stream_t *s);
+/* The client is going away: cancel, stop waiting for unread messages, finish if possible. */
+void rpc_stream_client_closing(rpc_stream_t *s);
+rpc_stream_t *rpc_stream_from_link(struct rpc_call_link *link);
+
+#endif
