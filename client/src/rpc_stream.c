@@ -193,8 +193,8 @@ static bool maybe_finish_locked(rpc_stream_t *s)
 {
     if (s->finished || s->tags_pending > 0 || !s->status_received)
         return false;
-    bool reading_done = s->recv_eof || s->user_released || s->client_closing ||
-                        s->code != GRPC_STATUS_OK;
+    bool reading_done =
+        s->recv_eof || s->user_released || s->client_closing || s->code != GRPC_STATUS_OK;
     if (!reading_done)
         return false;
     s->finished = true;
@@ -350,9 +350,9 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     grpc_channel *ch = c->closing ? NULL : rpc_client_channel_locked(c, target);
     if (ch) {
         grpc_slice method_slice = grpc_slice_from_copied_string(method);
-        s->link.call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq,
-                                                method_slice, NULL, wire_deadline(opts->timeout_ms),
-                                                NULL);
+        s->link.call =
+            grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, method_slice, NULL,
+                                     wire_deadline(opts->timeout_ms), NULL);
         grpc_slice_unref(method_slice);
     }
     if (!ch)

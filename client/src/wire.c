@@ -102,8 +102,8 @@ nomem:
 
 static void read_details_value(rpc_status_t *st, grpc_slice value)
 {
-    Google__Rpc__Status *s = google__rpc__status__unpack(NULL, GRPC_SLICE_LENGTH(value),
-                                                         GRPC_SLICE_START_PTR(value));
+    Google__Rpc__Status *s =
+        google__rpc__status__unpack(NULL, GRPC_SLICE_LENGTH(value), GRPC_SLICE_START_PTR(value));
     if (!s)
         return;
     char **out = s->n_details ? calloc(s->n_details, sizeof(char *)) : NULL;
@@ -207,7 +207,8 @@ gpr_timespec wire_deadline(int64_t timeout_ms)
 {
     if (timeout_ms < 0)
         return gpr_inf_future(GPR_CLOCK_MONOTONIC);
-    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC), gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
+    return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                        gpr_time_from_millis(timeout_ms, GPR_TIMESPAN));
 }
 
 int64_t wire_now_ms(void)

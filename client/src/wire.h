@@ -32,8 +32,8 @@ ProtobufCMessage *wire_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_
 /* The outcome of a finished call, as the client sees it. All strings are owned by the struct. */
 typedef struct rpc_status {
     grpc_status_code code;
-    char *message;   /* status message; "" when none; NULL only before a status arrived */
-    char **details;  /* ErrorDetail.error_string of each detail, outermost first */
+    char *message;  /* status message; "" when none; NULL only before a status arrived */
+    char **details; /* ErrorDetail.error_string of each detail, outermost first */
     size_t n_details;
 } rpc_status_t;
 

@@ -219,8 +219,8 @@ varlog_err_t echo_service_start(echo_service_t *e, int port)
     rpc_method_t m[3] = {
         {"/libvarlog.transporttest.Transport/Unary", RPC_METHOD_UNARY, rd, unary_start, NULL, NULL,
          NULL, call_done, e},
-        {"/libvarlog.transporttest.Transport/Bidi", RPC_METHOD_BIDI, rd, bidi_start,
-         bidi_message, bidi_half_close, NULL, call_done, e},
+        {"/libvarlog.transporttest.Transport/Bidi", RPC_METHOD_BIDI, rd, bidi_start, bidi_message,
+         bidi_half_close, NULL, call_done, e},
         {"/libvarlog.transporttest.Transport/ServerStream", RPC_METHOD_SERVER_STREAM, rd,
          stream_start, NULL, NULL, stream_writable, call_done, e},
     };

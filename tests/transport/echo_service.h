@@ -16,13 +16,13 @@ typedef struct echo_service {
     rpc_method_t methods[3]; /* must outlive the server, so it lives here */
     rpc_server_t *server;
     int port;
-    char address[64];             /* "127.0.0.1:PORT" */
-    atomic_int calls_started;     /* on_start calls */
-    atomic_int calls_done;        /* on_done calls */
-    atomic_int calls_cancelled;   /* on_done with cancelled = true */
-    atomic_int bidi_messages;     /* requests received on bidi streams */
-    atomic_size_t max_pending;    /* largest send FIFO seen by a server stream's producer */
-    atomic_ullong stream_sent;    /* messages produced by server streams */
+    char address[64];           /* "127.0.0.1:PORT" */
+    atomic_int calls_started;   /* on_start calls */
+    atomic_int calls_done;      /* on_done calls */
+    atomic_int calls_cancelled; /* on_done with cancelled = true */
+    atomic_int bidi_messages;   /* requests received on bidi streams */
+    atomic_size_t max_pending;  /* largest send FIFO seen by a server stream's producer */
+    atomic_ullong stream_sent;  /* messages produced by server streams */
 
     /* Unary answers delayed by Request.delay_ms are sent by this thread. */
     pthread_t delayer;

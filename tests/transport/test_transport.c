@@ -74,9 +74,9 @@ static void test_unary_round_trip(void **state)
     ProtobufCMessage *resp = NULL;
     rpc_status_t st;
     rpc_status_init(&st);
-    assert_int_equal(rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000,
-                               &resp, &st),
-                     VARLOG_OK);
+    assert_int_equal(
+        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000, &resp, &st),
+        VARLOG_OK);
     const response_t *r = (const response_t *)resp;
     assert_int_equal(r->seq, 42);
     assert_int_equal(r->payload.len, 5);
@@ -98,9 +98,9 @@ static void test_unary_status_with_details(void **state)
     ProtobufCMessage *resp = NULL;
     rpc_status_t st;
     rpc_status_init(&st);
-    assert_int_equal(rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000,
-                               &resp, &st),
-                     VARLOG_ERR_RPC_OUT_OF_RANGE);
+    assert_int_equal(
+        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000, &resp, &st),
+        VARLOG_ERR_RPC_OUT_OF_RANGE);
     assert_null(resp);
     assert_int_equal(st.code, GRPC_STATUS_OUT_OF_RANGE);
     assert_string_equal(st.message, "log stream: logstream: trimmed");
@@ -120,9 +120,9 @@ static void test_unary_plain_status(void **state)
     ProtobufCMessage *resp = NULL;
     rpc_status_t st;
     rpc_status_init(&st);
-    assert_int_equal(rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000,
-                               &resp, &st),
-                     VARLOG_ERR_RPC_FAILED_PRECONDITION);
+    assert_int_equal(
+        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000, &resp, &st),
+        VARLOG_ERR_RPC_FAILED_PRECONDITION);
     assert_string_equal(st.message, "sealed");
     assert_int_equal(st.n_details, 0);
     assert_string_equal(rpc_status_reason(&st), "sealed");
@@ -148,9 +148,9 @@ static void test_unary_deadline(void **state)
     req.delay_ms = 10000;
     ProtobufCMessage *resp = NULL;
     int64_t start = test_now_ms();
-    assert_int_equal(rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 100,
-                               &resp, NULL),
-                     VARLOG_ERR_RPC_DEADLINE_EXCEEDED);
+    assert_int_equal(
+        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 100, &resp, NULL),
+        VARLOG_ERR_RPC_DEADLINE_EXCEEDED);
     int64_t took = test_now_ms() - start;
     assert_true(took >= 90);
     assert_true(took < 5000); /* far below the server's 10 s delay */
@@ -189,9 +189,9 @@ static void test_unary_bad_arguments(void **state)
     assert_int_equal(
         rpc_unary(f->client, f->echo.address, UNARY, NULL, response_desc, 10, &resp, NULL),
         VARLOG_ERR_INVALID_ARG);
-    assert_int_equal(rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 10,
-                               NULL, NULL),
-                     VARLOG_ERR_INVALID_ARG);
+    assert_int_equal(
+        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 10, NULL, NULL),
+        VARLOG_ERR_INVALID_ARG);
 }
 
 struct unary_worker {
@@ -526,9 +526,9 @@ static void test_repeated_client_open_close(void **state)
         request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
         req.seq = (uint64_t)i;
         ProtobufCMessage *resp = NULL;
-        assert_int_equal(rpc_unary(c, f->echo.address, UNARY, &req.base, response_desc, 10000,
-                                   &resp, NULL),
-                         VARLOG_OK);
+        assert_int_equal(
+            rpc_unary(c, f->echo.address, UNARY, &req.base, response_desc, 10000, &resp, NULL),
+            VARLOG_OK);
         free_msg(resp);
         rpc_stream_opts_t o = stream_opts(RPC_STREAM_SERVER, 2);
         req.count = 0;

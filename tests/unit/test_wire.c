@@ -36,8 +36,7 @@ static void test_pack_unpack_round_trip(void **state)
     req.payload.len = 3;
     grpc_byte_buffer *bb = wire_pack(&req.base);
     assert_non_null(bb);
-    request_t *got =
-        (request_t *)wire_unpack(&libvarlog__transporttest__request__descriptor, bb);
+    request_t *got = (request_t *)wire_unpack(&libvarlog__transporttest__request__descriptor, bb);
     assert_non_null(got);
     assert_int_equal(got->seq, 7);
     assert_memory_equal(got->payload.data, "abc", 3);
@@ -61,8 +60,7 @@ static void test_unpack_multi_slice_buffer(void **state)
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(parts, 2);
     grpc_slice_unref(parts[0]);
     grpc_slice_unref(parts[1]);
-    request_t *got =
-        (request_t *)wire_unpack(&libvarlog__transporttest__request__descriptor, bb);
+    request_t *got = (request_t *)wire_unpack(&libvarlog__transporttest__request__descriptor, bb);
     assert_non_null(got);
     assert_int_equal(got->seq, 99);
     assert_string_equal(got->fail_message, "split across slices");
@@ -156,8 +154,7 @@ static void test_deadline(void **state)
     gpr_timespec soon = wire_deadline(100);
     gpr_timespec now = gpr_now(GPR_CLOCK_MONOTONIC);
     assert_true(gpr_time_cmp(soon, now) > 0);
-    assert_true(gpr_time_cmp(soon, gpr_time_add(now, gpr_time_from_millis(200, GPR_TIMESPAN))) <
-                0);
+    assert_true(gpr_time_cmp(soon, gpr_time_add(now, gpr_time_from_millis(200, GPR_TIMESPAN))) < 0);
 }
 
 int main(void)
