@@ -45,13 +45,16 @@ typedef struct rpc_method {
     void (*on_start)(rpc_server_call_t *call, const ProtobufCMessage *req, void *arg);
     /* BIDI only: the next request, in arrival order (freed after return). */
     void (*on_message)(rpc_server_call_t *call, const ProtobufCMessage *req, void *arg);
-    /* BIDI only: the client half-closed; no more on_message. */
+    /* BIDI only: the client half-closed; no more on_message. NULL = finish with OK. Requests
+     * are no longer read once the call is finished. */
     void (*on_half_close)(rpc_server_call_t *call, void *arg);
     /* The send FIFO is empty and the call is not finished: send a message, finish, or do
      * nothing (then nothing happens until rpc_server_call_wake). Optional. */
     void (*on_writable)(rpc_server_call_t *call, void *arg);
     /* Last callback of a call: it finished, the client cancelled, or the server is stopping.
-     * Free per-call state here. cancelled is true unless the status was sent normally. */
+     * Free per-call state here. cancelled is true unless the status was sent normally. Runs
+     * exactly once for every call whose on_start ran, and never for the others (a unary call
+     * cancelled before its request arrived, an unknown method). Optional. */
     void (*on_done)(rpc_server_call_t *call, bool cancelled, void *arg);
     void *arg;
 } rpc_method_t;
