@@ -340,7 +340,12 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     s->details = grpc_empty_slice();
     rpc_status_init(&s->status);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->readable, NULL);
+    /* rpc_stream_recv computes its deadlines on the monotonic clock. */
+    pthread_condattr_t cattr;
+    pthread_condattr_init(&cattr);
+    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->readable, &cattr);
+    pthread_condattr_destroy(&cattr);
     grpc_metadata_array_init(&s->initial_md);
     grpc_metadata_array_init(&s->trailing_md);
 

@@ -296,6 +296,7 @@ static void test_bidi_failure_is_sticky(void **state)
     req.fail_details = details;
     req.n_fail_details = 1;
     req.fail_after = 3;
+    req.seq = 1;
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, &req.base, &s),
                      VARLOG_OK);
