@@ -1,0 +1,735 @@
+/* The engine: ring, persistent dispatcher (thread supervisor and deadline watchdog) and
+ * reusable workers. Locking: one mutex, e->mu, guards everything except the atomics
+ * (metrics, stopping, spinning, queued, job state). */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "vq/engine.h"
+#include "vq/ring.h"
+
+#define DEFAULT_TIMEOUT_NS (60LL * 60 * 1000000000LL)
+/* How long a blocked after-callback may hold up queued work before the dispatcher adds a
+ * thread: long enough that ordinary short callbacks never cause one. */
+#define SPAWN_GRACE_NS 2000000LL
+/* Spinning a few microseconds before sleeping lets a worker catch the next task of a
+ * burst without a futex round trip. Only one thread spins at a time. */
+#define SPIN_ITERS 4000
+
+enum { JOB_RUNNING, JOB_DONE, JOB_TIMED_OUT };
+
+typedef struct vq_job {
+    vq_task_spec_t spec;
+    struct vq_job *next; /* free list or completion queue */
+    _Atomic int state;   /* decides once whether the worker or the watchdog reports */
+    int result;
+    int refs; /* under e->mu: 2 while an abandoned handler and its completion both run */
+} vq_job_t;
+
+typedef struct vq_worker {
+    struct vq_engine *e;
+    pthread_t th;
+    struct vq_worker *next, *prev;
+    vq_job_t *job;
+    int64_t deadline;
+    bool running;  /* holds a slot and runs job */
+    bool in_delay; /* in a retry delay, where it enforces its own deadline */
+    bool zombie;   /* abandoned at its deadline; handler still running */
+    bool orphan;   /* zombie outliving vq_engine_release: frees itself */
+    vq_ctx_t ctx;
+    uint64_t rng;
+} vq_worker_t;
+
+struct vq_engine {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;  /* idle workers */
+    pthread_cond_t space_cv; /* producers waiting for room */
+    pthread_cond_t stop_cv;  /* retry delays and vq_ctx_wait */
+    pthread_cond_t disp_cv;  /* dispatcher */
+    pthread_cond_t idle_cv;  /* release waiting for quiescence */
+    vq_ring_t ring;
+    vq_metrics_t metrics;
+    const vq_logger_t *logger;
+    int64_t default_timeout;
+    unsigned workers;  /* slots */
+    unsigned busy;     /* slots in use */
+    unsigned nthreads; /* pool threads, abandoned ones excluded */
+    unsigned nidle, nafter, nzombies;
+    unsigned nwake; /* signals sent to idle workers not yet consumed */
+    unsigned producers_waiting;
+    bool release_waiting;
+    uint64_t progress; /* completions, to tell a slow callback from a stuck one */
+    vq_job_t *after_head, *after_tail;
+    vq_job_t *free_jobs;
+    size_t nfree, free_max;
+    vq_worker_t *threads; /* every worker thread, abandoned ones included */
+    atomic_bool stopping;
+    bool started, exiting;
+    pthread_t disp;
+    int64_t disp_wake_at;
+    bool shortage;
+    int64_t shortage_since;
+    uint64_t shortage_mark;
+    atomic_uint refs; /* the owner plus each orphan */
+    atomic_int spinning;
+    atomic_size_t queued;
+};
+
+static _Thread_local vq_engine_t *tls_engine;
+
+bool vq_engine_stopping_(const vq_engine_t *e)
+{
+    return atomic_load_explicit(&e->stopping, memory_order_acquire);
+}
+
+enum vq_wait_result vq_engine_sleep_(vq_engine_t *e, vq_worker_t *w, int64_t until,
+                                     int64_t deadline)
+{
+    int64_t end = until < deadline ? until : deadline;
+    int64_t now = vq_now_ns();
+    if (now < end && !vq_engine_stopping_(e)) {
+        pthread_mutex_lock(&e->mu);
+        if (w)
+            w->in_delay = true;
+        while (!vq_engine_stopping_(e) && (now = vq_now_ns()) < end) {
+            struct timespec ts = vq_ts_(end);
+            pthread_cond_timedwait(&e->stop_cv, &e->mu, &ts);
+        }
+        /* Ending the task now (deadline or shutdown): stay exempt from the watchdog until
+         * the worker reports, so it is not mistaken for a stuck handler. */
+        if (w && !vq_engine_stopping_(e) && now < deadline)
+            w->in_delay = false;
+        pthread_mutex_unlock(&e->mu);
+    }
+    if (vq_engine_stopping_(e))
+        return VQ_WAIT_STOPPED;
+    return now >= deadline ? VQ_WAIT_DEADLINE : VQ_WAIT_ELAPSED;
+}
+
+/* ---- helpers, all with e->mu held -------------------------------------------------- */
+
+static void job_free_locked(vq_engine_t *e, vq_job_t *j)
+{
+    if (e->nfree < e->free_max) {
+        j->next = e->free_jobs;
+        e->free_jobs = j;
+        e->nfree++;
+    } else {
+        free(j);
+    }
+}
+
+static void job_unref_locked(vq_engine_t *e, vq_job_t *j)
+{
+    if (--j->refs == 0)
+        job_free_locked(e, j);
+}
+
+static void busy_add_locked(vq_engine_t *e, int d)
+{
+    e->busy = (unsigned)((int)e->busy + d);
+    atomic_fetch_add_explicit(&e->metrics.busy, d, memory_order_relaxed);
+}
+
+/* Wakes one idle worker per task that can start now, none while a thread spins. */
+static void wake_worker_locked(vq_engine_t *e)
+{
+    if (e->nidle > e->nwake && atomic_load_explicit(&e->spinning, memory_order_relaxed) == 0 &&
+        e->busy + e->nwake < e->workers && e->ring.count > e->nwake) {
+        e->nwake++;
+        pthread_cond_signal(&e->work_cv);
+    }
+}
+
+/* Queued work is startable but every thread sits in an after-callback: tell the
+ * dispatcher, which adds a thread if no callback completes within the grace period. */
+static void check_shortage_locked(vq_engine_t *e)
+{
+    if (!e->shortage && e->nidle == 0 && e->nafter > 0 && e->ring.count > 0 &&
+        e->busy < e->workers) {
+        e->shortage = true;
+        e->shortage_since = vq_now_ns();
+        e->shortage_mark = e->progress;
+        pthread_cond_signal(&e->disp_cv);
+    }
+}
+
+static void note_quiet_locked(vq_engine_t *e)
+{
+    if (e->release_waiting && e->ring.count == 0 && e->busy == 0 && e->nafter == 0 &&
+        !e->after_head)
+        pthread_cond_broadcast(&e->idle_cv);
+}
+
+static bool pop_locked(vq_engine_t *e, vq_job_t **out)
+{
+    void *p;
+    if (vq_ring_pop(&e->ring, &p) != VQ_OK)
+        return false;
+    *out = p;
+    atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
+    if (e->producers_waiting)
+        pthread_cond_signal(&e->space_cv);
+    return true;
+}
+
+/* ---- completion, without the lock ------------------------------------------------- */
+
+static void complete(vq_engine_t *e, vq_job_t *j, int r)
+{
+    if (r == VQ_OK) {
+        atomic_fetch_add_explicit(&e->metrics.success, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&e->metrics.failure, 1, memory_order_relaxed);
+        if (r == VQ_ERR_PANIC)
+            vq_log(e->logger, VQ_LOG_FATAL, "panic: task handler reported a fault");
+        else
+            vq_log(e->logger, VQ_LOG_ERROR, "runtime error: %s (%d)", vq_err_str(r), r);
+    }
+    if (j->spec.after)
+        j->spec.after(j->spec.arg, r);
+}
+
+/* ---- workers ----------------------------------------------------------------------- */
+
+/* Runs j on w's slot, then keeps the slot for the next queued job while there is one, which
+ * saves a lock round trip per task under load. Entered and left with e->mu held. Returns
+ * false when the thread was orphaned by release and must exit at once. */
+static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
+{
+    for (;;) {
+        int64_t now = vq_now_ns();
+        int64_t t = j->spec.timeout_ns;
+        w->job = j;
+        w->running = true;
+        w->in_delay = false;
+        w->deadline = t > INT64_MAX - now ? INT64_MAX : now + t;
+        if (w->deadline < e->disp_wake_at)
+            pthread_cond_signal(&e->disp_cv);
+        pthread_mutex_unlock(&e->mu);
+
+        w->ctx = (vq_ctx_t){.deadline = w->deadline, .engine = e, .worker = w};
+        int r = vq_handle_(&j->spec, &w->ctx, e->logger, &e->metrics, &w->rng);
+        int expected = JOB_RUNNING;
+        bool mine = atomic_compare_exchange_strong_explicit(
+            &j->state, &expected, JOB_DONE, memory_order_acq_rel, memory_order_acquire);
+        if (mine && !j->spec.after)
+            complete(e, j, r);
+
+        pthread_mutex_lock(&e->mu);
+        w->running = false;
+        w->in_delay = false;
+        w->job = NULL;
+        if (!mine) {
+            /* The watchdog already reported VQ_ERR_TIMEOUT and freed the slot. */
+            atomic_fetch_add_explicit(&e->metrics.late, 1, memory_order_relaxed);
+            e->nzombies--;
+            w->zombie = false;
+            job_unref_locked(e, j);
+            if (w->orphan)
+                return false;
+            e->nthreads++;
+            return true;
+        }
+        e->progress++;
+        if (j->spec.after) {
+            /* The callback runs outside the slot, so it may wait for other tasks. */
+            busy_add_locked(e, -1);
+            e->nafter++;
+            wake_worker_locked(e);
+            check_shortage_locked(e);
+            pthread_mutex_unlock(&e->mu);
+            complete(e, j, r);
+            pthread_mutex_lock(&e->mu);
+            e->nafter--;
+            e->progress++;
+            job_free_locked(e, j);
+            note_quiet_locked(e);
+            return true;
+        }
+        job_free_locked(e, j);
+        if (e->busy <= e->workers && !e->after_head && pop_locked(e, &j))
+            continue;
+        busy_add_locked(e, -1);
+        note_quiet_locked(e);
+        return true;
+    }
+}
+
+static void unlink_worker_locked(vq_engine_t *e, vq_worker_t *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        e->threads = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->next = w->prev = NULL;
+}
+
+static void engine_unref(vq_engine_t *e);
+
+static void *worker_main(void *arg)
+{
+    vq_worker_t *w = arg;
+    vq_engine_t *e = w->e;
+    tls_engine = e;
+    w->rng = (uint64_t)vq_now_ns() ^ (uint64_t)(uintptr_t)w;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        if (e->after_head) {
+            vq_job_t *j = e->after_head;
+            e->after_head = j->next;
+            if (!e->after_head)
+                e->after_tail = NULL;
+            e->nafter++;
+            pthread_mutex_unlock(&e->mu);
+            complete(e, j, j->result);
+            pthread_mutex_lock(&e->mu);
+            e->nafter--;
+            e->progress++;
+            job_unref_locked(e, j);
+            note_quiet_locked(e);
+            continue;
+        }
+        vq_job_t *j;
+        if (e->busy < e->workers && pop_locked(e, &j)) {
+            busy_add_locked(e, 1);
+            if (!run_slot(e, w, j)) {
+                pthread_mutex_unlock(&e->mu);
+                free(w);
+                engine_unref(e);
+                return NULL;
+            }
+            continue;
+        }
+        if (e->exiting)
+            break;
+        if (e->nthreads > e->workers) {
+            /* Retire: nobody joins a thread that leaves while the engine lives. */
+            unlink_worker_locked(e, w);
+            e->nthreads--;
+            pthread_detach(pthread_self());
+            pthread_mutex_unlock(&e->mu);
+            free(w);
+            return NULL;
+        }
+        if (e->busy < e->workers && atomic_load_explicit(&e->spinning, memory_order_relaxed) == 0) {
+            atomic_fetch_add_explicit(&e->spinning, 1, memory_order_relaxed);
+            pthread_mutex_unlock(&e->mu);
+            for (int i = 0;
+                 i < SPIN_ITERS && atomic_load_explicit(&e->queued, memory_order_relaxed) == 0; i++)
+                vq_cpu_relax_();
+            pthread_mutex_lock(&e->mu);
+            atomic_fetch_sub_explicit(&e->spinning, 1, memory_order_relaxed);
+            if ((e->ring.count > 0 && e->busy < e->workers) || e->after_head || e->exiting)
+                continue;
+        }
+        e->nidle++;
+        pthread_cond_wait(&e->work_cv, &e->mu);
+        e->nidle--;
+        if (e->nwake)
+            e->nwake--;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- dispatcher ------------------------------------------------------------------- */
+
+/* Creates a worker thread with the lock held, so the thread cannot run (or retire) before
+ * its handle is stored. */
+static bool spawn_locked(vq_engine_t *e)
+{
+    vq_worker_t *w = calloc(1, sizeof(*w));
+    if (!w) {
+        vq_log(e->logger, VQ_LOG_ERROR, "queue: cannot allocate a worker");
+        return false;
+    }
+    w->e = e;
+    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+        free(w);
+        vq_log(e->logger, VQ_LOG_ERROR, "queue: cannot create a worker thread");
+        return false;
+    }
+    w->next = e->threads;
+    if (w->next)
+        w->next->prev = w;
+    e->threads = w;
+    e->nthreads++;
+    return true;
+}
+
+/* Reports a job still running at its deadline as timed out and frees its slot; the thread
+ * stays with the handler until it returns. */
+static void abandon_locked(vq_engine_t *e, vq_worker_t *w)
+{
+    vq_job_t *j = w->job;
+    int expected = JOB_RUNNING;
+    if (!atomic_compare_exchange_strong_explicit(&j->state, &expected, JOB_TIMED_OUT,
+                                                 memory_order_acq_rel, memory_order_acquire))
+        return; /* it finished and is reporting on its own */
+    j->result = VQ_ERR_TIMEOUT;
+    j->refs = 2;
+    j->next = NULL;
+    if (e->after_tail)
+        e->after_tail->next = j;
+    else
+        e->after_head = j;
+    e->after_tail = j;
+    w->running = false;
+    w->zombie = true;
+    e->nthreads--;
+    e->nzombies++;
+    busy_add_locked(e, -1);
+    if (e->nidle > e->nwake) {
+        e->nwake++;
+        pthread_cond_signal(&e->work_cv);
+    }
+    wake_worker_locked(e);
+}
+
+static void *dispatcher_main(void *arg)
+{
+    vq_engine_t *e = arg;
+    tls_engine = e;
+    pthread_mutex_lock(&e->mu);
+    while (!e->exiting) {
+        e->disp_wake_at = INT64_MIN; /* awake: workers need not signal new deadlines */
+        int64_t now = vq_now_ns();
+        int64_t next = INT64_MAX;
+        /* Completions of abandoned jobs need a thread even when paused at 0 workers. */
+        while (e->nthreads < e->workers || (e->after_head && e->nthreads == 0)) {
+            if (!spawn_locked(e)) {
+                next = now + 10000000; /* try again shortly */
+                break;
+            }
+        }
+        for (vq_worker_t *w = e->threads; w; w = w->next) {
+            if (!w->running || w->in_delay)
+                continue;
+            if (w->deadline <= now)
+                abandon_locked(e, w);
+            else if (w->deadline < next)
+                next = w->deadline;
+        }
+        if (e->shortage) {
+            bool still =
+                e->nidle == 0 && ((e->ring.count > 0 && e->busy < e->workers) || e->after_head);
+            if (!still) {
+                e->shortage = false;
+            } else if (e->progress != e->shortage_mark) {
+                e->shortage_since = now;
+                e->shortage_mark = e->progress;
+            } else if (now - e->shortage_since >= SPAWN_GRACE_NS) {
+                (void)spawn_locked(e); /* retires again once idle */
+                e->shortage = false;
+            }
+            if (e->shortage && e->shortage_since + SPAWN_GRACE_NS < next)
+                next = e->shortage_since + SPAWN_GRACE_NS;
+        }
+        e->disp_wake_at = next;
+        if (next == INT64_MAX) {
+            pthread_cond_wait(&e->disp_cv, &e->mu);
+        } else {
+            struct timespec ts = vq_ts_(next);
+            pthread_cond_timedwait(&e->disp_cv, &e->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- lifecycle -------------------------------------------------------------------- */
+
+void vq_engine_opts_init(vq_engine_opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o->workers = n > 0 ? (unsigned)n : 1;
+}
+
+static void engine_destroy(vq_engine_t *e)
+{
+    while (e->free_jobs) {
+        vq_job_t *j = e->free_jobs;
+        e->free_jobs = j->next;
+        free(j);
+    }
+    vq_ring_destroy(&e->ring);
+    pthread_cond_destroy(&e->work_cv);
+    pthread_cond_destroy(&e->space_cv);
+    pthread_cond_destroy(&e->stop_cv);
+    pthread_cond_destroy(&e->disp_cv);
+    pthread_cond_destroy(&e->idle_cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+static void engine_unref(vq_engine_t *e)
+{
+    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1)
+        engine_destroy(e);
+}
+
+vq_err_t vq_engine_create(const vq_engine_opts_t *o, vq_engine_t **out)
+{
+    if (!o || !out || o->default_timeout_ns < 0)
+        return VQ_ERR_INVALID;
+    vq_engine_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return VQ_ERR_NOMEM;
+    if (vq_ring_init(&e->ring, o->queue_limit, o->min_capacity) != VQ_OK) {
+        free(e);
+        return VQ_ERR_NOMEM;
+    }
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    /* Adaptive: the lock is held for a few stores, so a short spin beats sleeping. */
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+    pthread_mutex_init(&e->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    vq_cond_init_(&e->work_cv);
+    vq_cond_init_(&e->space_cv);
+    vq_cond_init_(&e->stop_cv);
+    vq_cond_init_(&e->disp_cv);
+    vq_cond_init_(&e->idle_cv);
+    vq_metrics_init(&e->metrics);
+    e->logger = o->logger ? o->logger : vq_logger_stderr();
+    e->default_timeout = o->default_timeout_ns ? o->default_timeout_ns : DEFAULT_TIMEOUT_NS;
+    e->free_max = o->task_cache ? o->task_cache : (e->ring.min_cap > 1024 ? e->ring.min_cap : 1024);
+    e->workers = o->workers;
+    e->disp_wake_at = INT64_MAX;
+    atomic_init(&e->stopping, false);
+    atomic_init(&e->refs, 1);
+    atomic_init(&e->spinning, 0);
+    atomic_init(&e->queued, 0);
+    *out = e;
+    return VQ_OK;
+}
+
+vq_err_t vq_engine_start(vq_engine_t *e)
+{
+    if (!e)
+        return VQ_ERR_INVALID;
+    vq_err_t rc = VQ_OK;
+    pthread_mutex_lock(&e->mu);
+    if (vq_engine_stopping_(e))
+        rc = VQ_ERR_SHUTDOWN;
+    else if (!e->started) {
+        if (pthread_create(&e->disp, NULL, dispatcher_main, e) == 0)
+            e->started = true;
+        else
+            rc = VQ_ERR_THREAD;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+static bool spec_ok(const vq_task_spec_t *s)
+{
+    return s && s->handler && s->timeout_ns >= 0 && s->retry.delay_ns >= 0;
+}
+
+static vq_err_t submit_locked(vq_engine_t *e, const vq_task_spec_t *spec)
+{
+    if (vq_engine_stopping_(e))
+        return VQ_ERR_SHUTDOWN;
+    if (e->ring.limit && e->ring.count >= e->ring.limit)
+        return VQ_ERR_FULL;
+    vq_job_t *j = e->free_jobs;
+    if (j) {
+        e->free_jobs = j->next;
+        e->nfree--;
+    } else if (!(j = malloc(sizeof(*j)))) {
+        return VQ_ERR_NOMEM;
+    }
+    j->spec = *spec;
+    if (!j->spec.timeout_ns)
+        j->spec.timeout_ns = e->default_timeout;
+    atomic_store_explicit(&j->state, JOB_RUNNING, memory_order_relaxed);
+    j->refs = 1;
+    j->result = VQ_OK;
+    j->next = NULL;
+    vq_err_t rc = vq_ring_push(&e->ring, j);
+    if (rc != VQ_OK) {
+        job_free_locked(e, j);
+        return rc;
+    }
+    atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->metrics.submitted, 1, memory_order_relaxed);
+    wake_worker_locked(e);
+    if (e->nidle == 0)
+        check_shortage_locked(e);
+    return VQ_OK;
+}
+
+vq_err_t vq_engine_submit(vq_engine_t *e, const vq_task_spec_t *spec)
+{
+    if (!e || !spec_ok(spec))
+        return VQ_ERR_INVALID;
+    pthread_mutex_lock(&e->mu);
+    vq_err_t rc = submit_locked(e, spec);
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+vq_err_t vq_engine_submit_wait(vq_engine_t *e, const vq_task_spec_t *spec, int64_t timeout_ns)
+{
+    if (!e || !spec_ok(spec))
+        return VQ_ERR_INVALID;
+    int64_t now = vq_now_ns();
+    int64_t deadline =
+        timeout_ns < 0 || timeout_ns > INT64_MAX - now ? INT64_MAX : now + timeout_ns;
+    pthread_mutex_lock(&e->mu);
+    vq_err_t rc;
+    while ((rc = submit_locked(e, spec)) == VQ_ERR_FULL) {
+        if (vq_now_ns() >= deadline) {
+            rc = VQ_ERR_TIMEOUT;
+            break;
+        }
+        e->producers_waiting++;
+        if (deadline == INT64_MAX) {
+            pthread_cond_wait(&e->space_cv, &e->mu);
+        } else {
+            struct timespec ts = vq_ts_(deadline);
+            pthread_cond_timedwait(&e->space_cv, &e->mu, &ts);
+        }
+        e->producers_waiting--;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+vq_err_t vq_engine_set_workers(vq_engine_t *e, unsigned n)
+{
+    if (!e)
+        return VQ_ERR_INVALID;
+    pthread_mutex_lock(&e->mu);
+    e->workers = n;
+    pthread_cond_broadcast(&e->work_cv);
+    pthread_cond_signal(&e->disp_cv);
+    if (e->release_waiting)
+        pthread_cond_broadcast(&e->idle_cv);
+    pthread_mutex_unlock(&e->mu);
+    return VQ_OK;
+}
+
+unsigned vq_engine_workers(const vq_engine_t *e)
+{
+    vq_engine_t *m = (vq_engine_t *)e; /* the lock is not part of the logical state */
+    pthread_mutex_lock(&m->mu);
+    unsigned n = e->workers;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+void vq_engine_shutdown(vq_engine_t *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    if (!vq_engine_stopping_(e)) {
+        atomic_store_explicit(&e->stopping, true, memory_order_release);
+        vq_ring_close(&e->ring);
+        if (e->busy)
+            vq_log(e->logger, VQ_LOG_INFO, "shutdown: %u busy workers", e->busy);
+        pthread_cond_broadcast(&e->space_cv);
+        pthread_cond_broadcast(&e->stop_cv);
+        pthread_cond_broadcast(&e->work_cv);
+        pthread_cond_signal(&e->disp_cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* With no slot to run them, queued jobs are completed unrun so release stays bounded. */
+static void fail_queued_locked(vq_engine_t *e)
+{
+    vq_job_t *head = NULL, *tail = NULL, *j;
+    while (pop_locked(e, &j)) {
+        j->next = NULL;
+        if (tail)
+            tail->next = j;
+        else
+            head = j;
+        tail = j;
+    }
+    e->nafter++;
+    pthread_mutex_unlock(&e->mu);
+    for (j = head; j; j = j->next)
+        complete(e, j, VQ_ERR_SHUTDOWN);
+    pthread_mutex_lock(&e->mu);
+    e->nafter--;
+    while (head) {
+        j = head;
+        head = j->next;
+        job_free_locked(e, j);
+    }
+}
+
+vq_err_t vq_engine_release(vq_engine_t *e)
+{
+    if (!e)
+        return VQ_ERR_INVALID;
+    if (tls_engine == e)
+        return VQ_ERR_BUSY;
+    vq_engine_shutdown(e);
+    pthread_mutex_lock(&e->mu);
+    e->release_waiting = true;
+    for (;;) {
+        if ((!e->started || e->workers == 0) && e->ring.count > 0) {
+            fail_queued_locked(e);
+            continue;
+        }
+        if (e->ring.count == 0 && e->busy == 0 && e->nafter == 0 && !e->after_head)
+            break;
+        pthread_cond_wait(&e->idle_cv, &e->mu);
+    }
+    e->exiting = true;
+    pthread_cond_broadcast(&e->work_cv);
+    pthread_cond_signal(&e->disp_cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->started)
+        pthread_join(e->disp, NULL);
+
+    pthread_mutex_lock(&e->mu);
+    vq_worker_t *join = NULL;
+    while (e->threads) {
+        vq_worker_t *w = e->threads;
+        unlink_worker_locked(e, w);
+        if (w->zombie) {
+            /* Waiting for a handler that ignores its deadline could take for ever: it
+             * exits on its own and the last one out frees the engine. */
+            w->orphan = true;
+            pthread_detach(w->th);
+            atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+        } else {
+            w->next = join;
+            join = w;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    while (join) {
+        vq_worker_t *w = join;
+        join = w->next;
+        pthread_join(w->th, NULL);
+        free(w);
+    }
+    engine_unref(e);
+    return VQ_OK;
+}
+
+const vq_metrics_t *vq_engine_metrics(const vq_engine_t *e)
+{
+    return &e->metrics;
+}
+
+void vq_engine_thread_counts(vq_engine_t *e, vq_engine_threads_t *out)
+{
+    pthread_mutex_lock(&e->mu);
+    out->dispatchers = e->started && !e->exiting ? 1u : 0u;
+    out->workers = e->nthreads;
+    out->abandoned = e->nzombies;
+    pthread_mutex_unlock(&e->mu);
+}
