@@ -286,12 +286,12 @@ varlog_err_t rpc_unary(rpc_client_t *c, const char *target, const char *method,
     while (!u.done)
         pthread_cond_wait(&u.cv, &u.mu);
     pthread_mutex_unlock(&u.mu);
-    grpc_call_unref(u.link.call);
-
+    /* The trailing metadata belongs to the call: read it before the last reference goes. */
     rpc_status_t local;
     rpc_status_init(&local);
     rpc_status_t *st = status ? status : &local;
     status_fill(st, u.code, u.details, &u.trailing_md);
+    grpc_call_unref(u.link.call);
     err = rpc_status_to_err(st);
     if (err == VARLOG_OK) {
         *resp = u.response ? wire_unpack(resp_desc, u.response) : NULL;
