@@ -222,8 +222,8 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
         w->in_delay = false;
         w->job = NULL;
         if (!mine) {
-            /* The watchdog already reported VQ_ERR_TIMEOUT and freed the slot. */
-            atomic_fetch_add_explicit(&e->metrics.late, 1, memory_order_relaxed);
+            /* The watchdog already reported VQ_ERR_TIMEOUT and freed the slot; the handle
+             * loop counted the late result. */
             e->nzombies--;
             w->zombie = false;
             job_unref_locked(e, j);
@@ -399,13 +399,8 @@ static void *dispatcher_main(void *arg)
         e->disp_wake_at = INT64_MIN; /* awake: workers need not signal new deadlines */
         int64_t now = vq_now_ns();
         int64_t next = INT64_MAX;
-        /* Completions of abandoned jobs need a thread even when paused at 0 workers. */
-        while (e->nthreads < e->workers || (e->after_head && e->nthreads == 0)) {
-            if (!spawn_locked(e)) {
-                next = now + 10000000; /* try again shortly */
-                break;
-            }
-        }
+        /* The watchdog first: abandoning a handler takes a thread out of the pool, which
+         * the spawn step below replaces at once. */
         for (vq_worker_t *w = e->threads; w; w = w->next) {
             if (!w->running || w->in_delay)
                 continue;
@@ -413,6 +408,13 @@ static void *dispatcher_main(void *arg)
                 abandon_locked(e, w);
             else if (w->deadline < next)
                 next = w->deadline;
+        }
+        /* Completions of abandoned jobs need a thread even when paused at 0 workers. */
+        while (e->nthreads < e->workers || (e->after_head && e->nthreads == 0)) {
+            if (!spawn_locked(e)) {
+                next = now + 10000000; /* try again shortly */
+                break;
+            }
         }
         if (e->shortage) {
             bool still =

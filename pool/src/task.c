@@ -108,6 +108,13 @@ int vq_handle_(const vq_task_spec_t *spec, vq_ctx_t *ctx, const vq_logger_t *log
     for (unsigned k = 0;; k++) {
         ctx->attempt = k;
         int r = spec->handler(ctx, spec->arg);
+        if (vq_now_ns() >= ctx->deadline) {
+            /* Whatever it says, an answer after the deadline is late: the task's result is
+             * the timeout, as if the caller had stopped waiting. */
+            if (metrics)
+                atomic_fetch_add_explicit(&metrics->late, 1, memory_order_relaxed);
+            return VQ_ERR_TIMEOUT;
+        }
         if (r == VQ_OK || r == VQ_ERR_PANIC || left == 0)
             return r;
         left--;

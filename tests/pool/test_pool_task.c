@@ -1,0 +1,476 @@
+/* Tasks: retry logging through info_enabled, retries, timeouts and the result protocol
+ * (shutdown, late completion, retry cancellation, repeated retries). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pool_test_util.h"
+#include "test_support.h"
+#include "vq/vq.h"
+
+/* ---- a logger that counts ----------------------------------------------------------- */
+
+enum hook_mode { HOOK_NONE, HOOK_YES, HOOK_NO, HOOK_SECOND_ONLY };
+
+typedef struct tlog {
+    atomic_int retry_lines, error_lines, fatal_lines, hook_calls;
+    enum hook_mode mode;
+    vq_logger_t l;
+} tlog_t;
+
+static void tlog_log(void *ctx, vq_log_level_t level, const char *fmt, va_list ap)
+{
+    (void)ap;
+    tlog_t *t = ctx;
+    if (level == VQ_LOG_INFO && strncmp(fmt, "retry", 5) == 0)
+        atomic_fetch_add(&t->retry_lines, 1);
+    else if (level == VQ_LOG_ERROR)
+        atomic_fetch_add(&t->error_lines, 1);
+    else if (level == VQ_LOG_FATAL)
+        atomic_fetch_add(&t->fatal_lines, 1);
+}
+
+static bool tlog_enabled(void *ctx)
+{
+    tlog_t *t = ctx;
+    int n = atomic_fetch_add(&t->hook_calls, 1);
+    switch (t->mode) {
+    case HOOK_YES:
+        return true;
+    case HOOK_SECOND_ONLY:
+        return n == 1;
+    default:
+        return false;
+    }
+}
+
+static void tlog_init(tlog_t *t, enum hook_mode mode)
+{
+    memset(t, 0, sizeof(*t));
+    t->mode = mode;
+    t->l.ctx = t;
+    t->l.log = tlog_log;
+    t->l.info_enabled = mode == HOOK_NONE ? NULL : tlog_enabled;
+}
+
+/* ---- jobs ------------------------------------------------------------------------- */
+
+typedef struct job {
+    atomic_int attempts;
+    int fail_times; /* attempts that fail before one succeeds */
+    int final;      /* what a gated or shutdown job returns */
+    int result;
+    tcount_t started, done, gate;
+} job_t;
+
+static void job_init(job_t *j, int fail_times)
+{
+    memset(j, 0, sizeof(*j));
+    j->fail_times = fail_times;
+    tc_init(&j->started);
+    tc_init(&j->done);
+    tc_init(&j->gate);
+}
+
+static void job_destroy(job_t *j)
+{
+    tc_destroy(&j->started);
+    tc_destroy(&j->done);
+    tc_destroy(&j->gate);
+}
+
+static int flaky(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    job_t *j = arg;
+    int n = atomic_fetch_add(&j->attempts, 1);
+    tc_add(&j->started, 1);
+    return n < j->fail_times ? VQ_ERR_USER + n : VQ_OK;
+}
+
+/* Ignores its context: returns only when the test hands it a token. */
+static int stubborn(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    job_t *j = arg;
+    atomic_fetch_add(&j->attempts, 1);
+    tc_add(&j->started, 1);
+    tc_take(&j->gate, 30000);
+    return j->final;
+}
+
+/* Cooperative: waits until cancelled, then returns its preset outcome. */
+static int until_cancelled(vq_ctx_t *ctx, void *arg)
+{
+    job_t *j = arg;
+    atomic_fetch_add(&j->attempts, 1);
+    tc_add(&j->started, 1);
+    bool cancelled = vq_ctx_wait(ctx, 30000 * MS);
+    return cancelled && vq_ctx_cancelled(ctx) ? j->final : VQ_ERR_USER + 99;
+}
+
+static void record(void *arg, int r)
+{
+    job_t *j = arg;
+    j->result = r;
+    tc_add(&j->done, 1);
+}
+
+static vq_engine_t *engine(unsigned workers, const vq_logger_t *l)
+{
+    vq_engine_opts_t o;
+    vq_engine_opts_init(&o);
+    o.workers = workers;
+    o.logger = l;
+    vq_engine_t *e = NULL;
+    assert_int_equal(vq_engine_create(&o, &e), VQ_OK);
+    assert_int_equal(vq_engine_start(e), VQ_OK);
+    return e;
+}
+
+static bool threads_back(void *arg)
+{
+    return test_thread_count() <= *(int *)arg;
+}
+
+/* ---- RetryInfoEnabled ------------------------------------------------------------- */
+
+static void run_retry_logging(enum hook_mode mode, int want_lines, int want_hooks)
+{
+    tlog_t t;
+    tlog_init(&t, mode);
+    vq_engine_t *e = engine(1, &t.l);
+    job_t j;
+    job_init(&j, 3);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j, .after = record};
+    s.retry.count = 5;
+    s.retry.delay_ns = 1;
+    assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&j.done, 1, 5000));
+    assert_int_equal(j.result, VQ_OK);
+    assert_int_equal(atomic_load(&j.attempts), 4);
+    assert_int_equal(atomic_load(&t.retry_lines), want_lines);
+    assert_int_equal(atomic_load(&t.hook_calls), want_hooks);
+    assert_int_equal(vq_metrics_retries(vq_engine_metrics(e)), 3);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    job_destroy(&j);
+}
+
+static void test_retry_log_without_hook(void **state)
+{
+    (void)state;
+    run_retry_logging(HOOK_NONE, 3, 0);
+}
+
+static void test_retry_log_hook_enabled(void **state)
+{
+    (void)state;
+    run_retry_logging(HOOK_YES, 3, 3);
+}
+
+static void test_retry_log_hook_disabled(void **state)
+{
+    (void)state;
+    run_retry_logging(HOOK_NO, 0, 3);
+}
+
+/* The hook says yes on exactly one of three checks: it is asked on every retry. */
+static void test_retry_log_hook_checked_each_retry(void **state)
+{
+    (void)state;
+    run_retry_logging(HOOK_SECOND_ONLY, 1, 3);
+}
+
+/* ---- ResultProtocolRepeatedRetries ------------------------------------------------ */
+
+static void test_repeated_retries_success_on_last(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    job_t j;
+    job_init(&j, 10);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j, .after = record};
+    s.retry.count = 10;
+    s.retry.delay_ns = 1;
+    assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&j.done, 1, 5000));
+    assert_int_equal(atomic_load(&j.attempts), 11);
+    assert_int_equal(j.result, VQ_OK);
+    assert_int_equal(vq_metrics_success(vq_engine_metrics(e)), 1);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    job_destroy(&j);
+}
+
+static void test_repeated_retries_all_fail_last_error(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    job_t j;
+    job_init(&j, 1000);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j, .after = record};
+    s.retry.count = 10;
+    s.retry.delay_ns = 1;
+    assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&j.done, 1, 5000));
+    assert_int_equal(atomic_load(&j.attempts), 11);
+    assert_int_equal(j.result, VQ_ERR_USER + 10); /* the 11th attempt's own error */
+    const vq_metrics_t *m = vq_engine_metrics(e);
+    assert_int_equal(vq_metrics_failure(m), 1);
+    assert_int_equal(vq_metrics_retries(m), 10);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    job_destroy(&j);
+}
+
+/* ---- ResultProtocolRetryCancellation ---------------------------------------------- */
+
+/* A 1 h retry delay inside a 10 ms deadline: the task ends at its deadline, no second try. */
+static void test_retry_delay_cut_by_deadline(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    job_t j;
+    job_init(&j, 1000);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j, .after = record, .timeout_ns = 10 * MS};
+    s.retry.count = 3;
+    s.retry.delay_ns = 3600000 * MS;
+    int64_t t0 = test_now_ms();
+    assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&j.done, 1, 5000));
+    int64_t took = test_now_ms() - t0;
+    assert_int_equal(j.result, VQ_ERR_TIMEOUT);
+    assert_true(took >= 9 && took < 4000);
+    assert_int_equal(atomic_load(&j.attempts), 1);
+    assert_int_equal(vq_metrics_late(vq_engine_metrics(e)), 0);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    job_destroy(&j);
+}
+
+/* TestCancelRetryCount: release during a long retry delay cancels it at once; one attempt
+ * was made, no success, and the result is that attempt's error, not a generic one. */
+static void test_release_cancels_retry_delay(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    job_t j;
+    job_init(&j, 1000);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j, .after = record};
+    s.retry.count = 3;
+    s.retry.delay_ns = 20000 * MS;
+    assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&j.started, 1, 5000));
+    int64_t t0 = test_now_ms();
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    assert_true(test_now_ms() - t0 < 10000);
+    assert_int_equal(tc_get(&j.done), 1);
+    assert_int_equal(atomic_load(&j.attempts), 1);
+    assert_int_equal(j.result, VQ_ERR_USER + 0);
+    job_destroy(&j);
+}
+
+/* TestHandleTimeout: a handler that honours its context but runs past its deadline. */
+static void test_timeout_cooperative_handler(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    job_t j;
+    job_init(&j, 0);
+    j.final = VQ_OK; /* returns "success" once cancelled: too late to count */
+    vq_task_spec_t s = {
+        .handler = until_cancelled, .arg = &j, .after = record, .timeout_ns = 100 * MS};
+    assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&j.done, 1, 5000));
+    assert_int_equal(j.result, VQ_ERR_TIMEOUT);
+    assert_int_equal(vq_metrics_failure(vq_engine_metrics(e)), 1);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    job_destroy(&j);
+}
+
+/* ---- ResultProtocolShutdown ------------------------------------------------------- */
+
+/* Handlers running at shutdown see cancellation; whatever they then return is their
+ * outcome: success stays success, an error stays that error (its retries are cancelled),
+ * a panic is reported as a panic. */
+static void test_shutdown_keeps_outcomes(void **state)
+{
+    (void)state;
+    tlog_t t;
+    tlog_init(&t, HOOK_NO);
+    vq_engine_t *e = engine(3, &t.l);
+    job_t j[3];
+    int finals[3] = {VQ_OK, VQ_ERR_USER + 1, VQ_ERR_PANIC};
+    for (int i = 0; i < 3; i++) {
+        job_init(&j[i], 0);
+        j[i].final = finals[i];
+        vq_task_spec_t s = {.handler = until_cancelled, .arg = &j[i], .after = record};
+        s.retry.count = 5;
+        s.retry.delay_ns = 1;
+        assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    }
+    for (int i = 0; i < 3; i++)
+        assert_true(tc_wait_ge(&j[i].started, 1, 5000));
+    vq_engine_shutdown(e);
+    for (int i = 0; i < 3; i++) {
+        assert_true(tc_wait_ge(&j[i].done, 1, 5000));
+        assert_int_equal(j[i].result, finals[i]);
+        assert_int_equal(atomic_load(&j[i].attempts), 1);
+    }
+    const vq_metrics_t *m = vq_engine_metrics(e);
+    assert_int_equal(vq_metrics_success(m), 1);
+    assert_int_equal(vq_metrics_failure(m), 2);
+    assert_int_equal(atomic_load(&t.fatal_lines), 1);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    for (int i = 0; i < 3; i++)
+        job_destroy(&j[i]);
+}
+
+/* ---- ResultProtocolLateCompletion ------------------------------------------------- */
+
+static void run_late_completion(int late_result)
+{
+    int base = test_thread_count();
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    job_t a, b;
+    job_init(&a, 0);
+    job_init(&b, 0);
+    a.final = late_result;
+    vq_task_spec_t sa = {.handler = stubborn, .arg = &a, .after = record, .timeout_ns = 50 * MS};
+    vq_task_spec_t sb = {.handler = flaky, .arg = &b, .after = record};
+    assert_int_equal(vq_engine_submit(e, &sa), VQ_OK);
+    assert_int_equal(vq_engine_submit(e, &sb), VQ_OK);
+    assert_true(tc_wait_ge(&a.done, 1, 5000));
+    assert_int_equal(a.result, VQ_ERR_TIMEOUT);
+    /* The only slot was freed at the deadline although the handler still blocks. */
+    assert_true(tc_wait_ge(&b.done, 1, 5000));
+    assert_int_equal(b.result, VQ_OK);
+    vq_engine_threads_t tc;
+    vq_engine_thread_counts(e, &tc);
+    assert_int_equal(tc.abandoned, 1);
+    assert_int_equal(tc.dispatchers, 1);
+
+    tc_add(&a.gate, 1);
+    const vq_metrics_t *m = vq_engine_metrics(e);
+    for (int64_t end = test_now_ms() + 5000; vq_metrics_late(m) < 1 && test_now_ms() < end;)
+        sched_yield();
+    assert_int_equal(vq_metrics_late(m), 1);
+    assert_int_equal(a.result, VQ_ERR_TIMEOUT); /* the late result did not overwrite it */
+    assert_int_equal(tc_get(&a.done), 1);
+    assert_int_equal(vq_metrics_success(m), 1);
+    assert_int_equal(vq_metrics_failure(m), 1);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    assert_true(test_wait_until(threads_back, &base, 5000));
+    job_destroy(&a);
+    job_destroy(&b);
+}
+
+static void test_late_completion_success(void **state)
+{
+    (void)state;
+    run_late_completion(VQ_OK);
+}
+
+static void test_late_completion_panic(void **state)
+{
+    (void)state;
+    run_late_completion(VQ_ERR_PANIC);
+}
+
+/* Release does not wait for a handler that ignores its deadline; that thread leaves on
+ * its own once the handler returns, and frees what it still shares with the engine. */
+static void test_release_leaves_stuck_handler(void **state)
+{
+    (void)state;
+    int base = test_thread_count();
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    job_t a;
+    job_init(&a, 0);
+    vq_task_spec_t sa = {.handler = stubborn, .arg = &a, .after = record, .timeout_ns = 20 * MS};
+    assert_int_equal(vq_engine_submit(e, &sa), VQ_OK);
+    assert_true(tc_wait_ge(&a.done, 1, 5000));
+    int64_t t0 = test_now_ms();
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    assert_true(test_now_ms() - t0 < 5000);
+    assert_int_equal(a.result, VQ_ERR_TIMEOUT);
+    assert_false(threads_back(&base)); /* the stuck handler's thread is still there */
+    tc_add(&a.gate, 1);
+    assert_true(test_wait_until(threads_back, &base, 5000));
+    job_destroy(&a);
+}
+
+/* ---- the inline runner ------------------------------------------------------------ */
+
+static void test_inline_retries(void **state)
+{
+    (void)state;
+    tlog_t t;
+    tlog_init(&t, HOOK_YES);
+    vq_metrics_t m;
+    vq_metrics_init(&m);
+    job_t j;
+    job_init(&j, 3);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j};
+    s.retry.count = 3;
+    s.retry.delay_ns = 1;
+    assert_int_equal(vq_task_run_inline(&s, &t.l, &m), VQ_OK);
+    assert_int_equal(atomic_load(&j.attempts), 4);
+    assert_int_equal(vq_metrics_retries(&m), 3);
+    assert_int_equal(atomic_load(&t.retry_lines), 3);
+    vq_task_spec_t bad = {0};
+    assert_int_equal(vq_task_run_inline(&bad, NULL, NULL), VQ_ERR_INVALID);
+    job_destroy(&j);
+}
+
+static void test_inline_deadline_cuts_delay(void **state)
+{
+    (void)state;
+    job_t j;
+    job_init(&j, 1000);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j, .timeout_ns = 10 * MS};
+    s.retry.count = 2;
+    s.retry.delay_ns = 3600000 * MS;
+    int64_t t0 = test_now_ms();
+    assert_int_equal(vq_task_run_inline(&s, NULL, NULL), VQ_ERR_TIMEOUT);
+    assert_true(test_now_ms() - t0 < 4000);
+    assert_int_equal(atomic_load(&j.attempts), 1);
+    job_destroy(&j);
+}
+
+/* Backoff with jitter drives real delays: min 1 ms, so three retries take at least 3 ms. */
+static void test_inline_backoff_delays(void **state)
+{
+    (void)state;
+    job_t j;
+    job_init(&j, 3);
+    vq_task_spec_t s = {.handler = flaky, .arg = &j};
+    s.retry = (vq_retry_t){.count = 3, .min_ns = 1 * MS, .max_ns = 4 * MS, .jitter = true};
+    int64_t t0 = vq_now_ns();
+    assert_int_equal(vq_task_run_inline(&s, NULL, NULL), VQ_OK);
+    assert_true(vq_now_ns() - t0 >= 3 * MS);
+    job_destroy(&j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_retry_log_without_hook),
+        cmocka_unit_test(test_retry_log_hook_enabled),
+        cmocka_unit_test(test_retry_log_hook_disabled),
+        cmocka_unit_test(test_retry_log_hook_checked_each_retry),
+        cmocka_unit_test(test_repeated_retries_success_on_last),
+        cmocka_unit_test(test_repeated_retries_all_fail_last_error),
+        cmocka_unit_test(test_retry_delay_cut_by_deadline),
+        cmocka_unit_test(test_release_cancels_retry_delay),
+        cmocka_unit_test(test_timeout_cooperative_handler),
+        cmocka_unit_test(test_shutdown_keeps_outcomes),
+        cmocka_unit_test(test_late_completion_success),
+        cmocka_unit_test(test_late_completion_panic),
+        cmocka_unit_test(test_release_leaves_stuck_handler),
+        cmocka_unit_test(test_inline_retries),
+        cmocka_unit_test(test_inline_deadline_cuts_delay),
+        cmocka_unit_test(test_inline_backoff_delays),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
