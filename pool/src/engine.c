@@ -16,6 +16,9 @@
 /* Spinning a few microseconds before sleeping lets a worker catch the next task of a
  * burst without a futex round trip. Only one thread spins at a time. */
 #define SPIN_ITERS 4000
+/* While queued work waits and a worker is active, idle workers are woken by the dispatcher
+ * on this tick instead of by every submit: a futex wake per task costs more than the task. */
+#define WAKE_TICK_NS 100000LL
 
 enum { JOB_RUNNING, JOB_DONE, JOB_TIMED_OUT };
 
@@ -68,6 +71,9 @@ struct vq_engine {
     bool started, exiting;
     pthread_t disp;
     int64_t disp_wake_at;
+    bool ticking; /* the dispatcher is waking idle workers on WAKE_TICK_NS */
+    uint64_t tick_progress;
+    size_t tick_queued;
     bool shortage;
     int64_t shortage_since;
     uint64_t shortage_mark;
@@ -132,13 +138,25 @@ static void busy_add_locked(vq_engine_t *e, int d)
     atomic_fetch_add_explicit(&e->metrics.busy, d, memory_order_relaxed);
 }
 
-/* Wakes one idle worker per task that can start now, none while a thread spins. */
+static bool can_wake_locked(const vq_engine_t *e)
+{
+    return e->nidle > e->nwake && e->busy + e->nwake < e->workers && e->ring.count > e->nwake;
+}
+
+/* Gets queued work started. With no worker active it wakes one at once; with one active
+ * (it comes back to the queue when done) more are woken by the dispatcher's tick, so a
+ * burst of short tasks costs one wake rather than one per task, and a long task delays the
+ * next by at most a tick. Nothing while a thread spins: it will take the task. */
 static void wake_worker_locked(vq_engine_t *e)
 {
-    if (e->nidle > e->nwake && atomic_load_explicit(&e->spinning, memory_order_relaxed) == 0 &&
-        e->busy + e->nwake < e->workers && e->ring.count > e->nwake) {
+    if (!can_wake_locked(e) || atomic_load_explicit(&e->spinning, memory_order_relaxed) != 0)
+        return;
+    if (e->busy + e->nafter == 0) {
         e->nwake++;
         pthread_cond_signal(&e->work_cv);
+    } else if (!e->ticking) {
+        e->ticking = true;
+        pthread_cond_signal(&e->disp_cv);
     }
 }
 
@@ -414,6 +432,22 @@ static void *dispatcher_main(void *arg)
             if (!spawn_locked(e)) {
                 next = now + 10000000; /* try again shortly */
                 break;
+            }
+        }
+        if (e->ticking) {
+            if (can_wake_locked(e)) {
+                /* One more worker per tick, and only while the active ones fall behind
+                 * (no completion since the last tick, or a growing queue). */
+                if (e->progress == e->tick_progress || e->ring.count > e->tick_queued) {
+                    e->nwake++;
+                    pthread_cond_signal(&e->work_cv);
+                }
+                e->tick_progress = e->progress;
+                e->tick_queued = e->ring.count;
+                if (now + WAKE_TICK_NS < next)
+                    next = now + WAKE_TICK_NS;
+            } else {
+                e->ticking = false;
             }
         }
         if (e->shortage) {

@@ -1,0 +1,424 @@
+/* bench_pool: the golang-queue benchmarks in C, printed as Go benchmark lines.
+ *
+ *   bench_pool [-benchtime=MS] [FILTER]
+ *
+ * With no arguments every benchmark runs for about 200 ms. Each measures the same work per
+ * op as its Go counterpart (reference section 2.2); B/op counts requested bytes, not Go's
+ * size-class-rounded bytes. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vq/vq.h"
+
+/* ---- allocation counting (link-time wrappers) --------------------------------------- */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void __real_free(void *p);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+void __wrap_free(void *p);
+
+static atomic_uint_fast64_t n_allocs, n_bytes;
+
+void *__wrap_malloc(size_t n)
+{
+    atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_bytes, n, memory_order_relaxed);
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+    atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_bytes, n * m, memory_order_relaxed);
+    return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&n_bytes, n, memory_order_relaxed);
+    return __real_realloc(p, n);
+}
+
+void __wrap_free(void *p)
+{
+    __real_free(p);
+}
+
+/* ---- a small testing.B ------------------------------------------------------------- */
+
+typedef struct bench {
+    long n;
+    int64_t start, elapsed;
+    uint64_t allocs0, bytes0, allocs, bytes;
+    bool running;
+    bool failed;
+} bench_t;
+
+static void b_start(bench_t *b)
+{
+    b->allocs0 = atomic_load(&n_allocs);
+    b->bytes0 = atomic_load(&n_bytes);
+    b->start = vq_now_ns();
+    b->running = true;
+}
+
+static void b_stop(bench_t *b)
+{
+    if (!b->running)
+        return;
+    b->elapsed += vq_now_ns() - b->start;
+    b->allocs += atomic_load(&n_allocs) - b->allocs0;
+    b->bytes += atomic_load(&n_bytes) - b->bytes0;
+    b->running = false;
+}
+
+/* Setup done: restart the clock and the counters. */
+static void b_reset(bench_t *b)
+{
+    b->elapsed = 0;
+    b->allocs = b->bytes = 0;
+    b_start(b);
+}
+
+static void b_fail(bench_t *b, const char *what, int rc)
+{
+    if (!b->failed)
+        fprintf(stderr, "FAIL: %s: %s (%d)\n", what, vq_err_str(rc), rc);
+    b->failed = true;
+}
+
+typedef void (*bench_fn)(bench_t *b, const void *arg);
+
+static int64_t benchtime_ns = 200000000;
+static const char *filter;
+static int ncpu;
+static int failures;
+
+static void run(const char *name, bench_fn fn, const void *arg)
+{
+    if (filter && !strstr(name, filter))
+        return;
+    bench_t b;
+    long n = 1;
+    for (;;) {
+        memset(&b, 0, sizeof(b));
+        b.n = n;
+        b_start(&b);
+        fn(&b, arg);
+        b_stop(&b);
+        if (b.failed || b.elapsed >= benchtime_ns || n >= 1000000000)
+            break;
+        /* As Go does: aim 20 % past the target, grow at most 100x per round. */
+        double per = b.elapsed > 0 ? (double)b.elapsed / (double)n : 1.0;
+        long next = (long)(1.2 * (double)benchtime_ns / per);
+        if (next > 100 * n)
+            next = 100 * n;
+        if (next <= n)
+            next = n + 1;
+        n = next;
+    }
+    if (b.failed) {
+        printf("--- FAIL: Benchmark%s\n", name);
+        failures++;
+        return;
+    }
+    double ns = (double)b.elapsed / (double)b.n;
+    printf("Benchmark%s-%d\t%10ld\t", name, ncpu, b.n);
+    if (ns < 100)
+        printf("%10.2f ns/op", ns);
+    else
+        printf("%10.0f ns/op", ns);
+    printf("\t%8llu B/op\t%6llu allocs/op\n", (unsigned long long)(b.bytes / (uint64_t)b.n),
+           (unsigned long long)(b.allocs / (uint64_t)b.n));
+    fflush(stdout);
+}
+
+/* ---- ring -------------------------------------------------------------------------- */
+
+/* Go's Ring takes its mutex on every Queue and Request; the engine takes its lock around
+ * the ring the same way, so the ring benchmarks do too. */
+static pthread_mutex_t ring_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void bench_ring_burst(bench_t *b, const void *arg)
+{
+    size_t min = *(const size_t *)arg;
+    vq_ring_t r;
+    static int task;
+    if (vq_ring_init(&r, 0, min) != VQ_OK)
+        return b_fail(b, "ring init", VQ_ERR_NOMEM);
+    b_reset(b);
+    for (long i = 0; i < b->n; i++) {
+        for (int k = 0; k < 1024; k++) {
+            pthread_mutex_lock(&ring_mu);
+            vq_err_t rc = vq_ring_push(&r, &task);
+            pthread_mutex_unlock(&ring_mu);
+            if (rc != VQ_OK)
+                return b_fail(b, "push", rc);
+        }
+        for (int k = 0; k < 1024; k++) {
+            void *p;
+            pthread_mutex_lock(&ring_mu);
+            vq_err_t rc = vq_ring_pop(&r, &p);
+            pthread_mutex_unlock(&ring_mu);
+            if (rc != VQ_OK)
+                return b_fail(b, "pop", rc);
+        }
+    }
+    b_stop(b);
+    vq_ring_destroy(&r);
+}
+
+/* Count held at the capacity (4 or 1,024); one push and one pop per op. */
+static void bench_ring_boundary(bench_t *b, const void *arg)
+{
+    size_t fill = *(const size_t *)arg;
+    vq_ring_t r;
+    static int task;
+    if (vq_ring_init(&r, 0, 0) != VQ_OK)
+        return b_fail(b, "ring init", VQ_ERR_NOMEM);
+    for (size_t k = 0; k < fill; k++)
+        vq_ring_push(&r, &task);
+    b_reset(b);
+    for (long i = 0; i < b->n; i++) {
+        void *p;
+        pthread_mutex_lock(&ring_mu);
+        vq_err_t rc = vq_ring_push(&r, &task);
+        if (rc == VQ_OK)
+            rc = vq_ring_pop(&r, &p);
+        pthread_mutex_unlock(&ring_mu);
+        if (rc != VQ_OK)
+            return b_fail(b, "push/pop", rc);
+    }
+    b_stop(b);
+    vq_ring_destroy(&r);
+}
+
+/* ---- handle ------------------------------------------------------------------------ */
+
+typedef struct flaky {
+    int fails, attempts;
+} flaky_t;
+
+static int flaky_handler(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    flaky_t *f = arg;
+    return f->attempts++ < f->fails ? VQ_ERR_USER : VQ_OK;
+}
+
+static void bench_handle_retry(bench_t *b, const void *arg)
+{
+    int retries = *(const int *)arg;
+    flaky_t f = {.fails = retries};
+    vq_task_spec_t s = {.handler = flaky_handler, .arg = &f, .timeout_ns = 60000000000LL};
+    s.retry.delay_ns = 1;
+    const vq_logger_t *l = vq_logger_discard();
+    b_reset(b);
+    for (long i = 0; i < b->n; i++) {
+        f.attempts = 0;
+        s.retry.count = (unsigned)retries;
+        int rc = vq_task_run_inline(&s, l, NULL);
+        if (rc != VQ_OK || f.attempts != retries + 1)
+            return b_fail(b, "handle", rc);
+    }
+}
+
+/* BenchmarkQueueTask: enqueue into an engine that is not started (unbounded ring). */
+static void bench_submit(bench_t *b, const void *arg)
+{
+    (void)arg;
+    vq_engine_opts_t o;
+    vq_engine_opts_init(&o);
+    o.workers = 1;
+    o.logger = vq_logger_discard();
+    o.task_cache = 1;
+    vq_engine_t *e;
+    vq_err_t rc = vq_engine_create(&o, &e);
+    if (rc != VQ_OK)
+        return b_fail(b, "create", rc);
+    vq_task_spec_t s = {.handler = flaky_handler};
+    b_reset(b);
+    for (long i = 0; i < b->n; i++) {
+        if ((rc = vq_engine_submit(e, &s)) != VQ_OK)
+            return b_fail(b, "submit", rc);
+    }
+    b_stop(b);
+    vq_engine_shutdown(e);
+    vq_engine_set_workers(e, 0);
+    vq_engine_release(e); /* not started: completes the tasks unrun */
+}
+
+/* ---- end to end -------------------------------------------------------------------- */
+
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_long done;
+    long target;
+} waiter_t;
+
+static void waiter_hit(waiter_t *w)
+{
+    if (atomic_fetch_add_explicit(&w->done, 1, memory_order_acq_rel) + 1 == w->target) {
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+static void waiter_wait(waiter_t *w)
+{
+    pthread_mutex_lock(&w->mu);
+    while (atomic_load_explicit(&w->done, memory_order_acquire) < w->target)
+        pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int signal_task(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    waiter_hit(arg);
+    return VQ_OK;
+}
+
+static int noop_task(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return VQ_OK;
+}
+
+static void signal_after(void *arg, int r)
+{
+    (void)r;
+    waiter_hit(arg);
+}
+
+typedef struct e2e {
+    unsigned workers;
+    int producers; /* 0 = the benchmark thread submits */
+    size_t min_capacity;
+    bool after;
+} e2e_t;
+
+typedef struct prod {
+    vq_engine_t *e;
+    const vq_task_spec_t *spec;
+    long n;
+    int rc;
+} prod_t;
+
+static void *producer(void *arg)
+{
+    prod_t *p = arg;
+    for (long i = 0; i < p->n && p->rc == VQ_OK; i++)
+        p->rc = vq_engine_submit(p->e, p->spec);
+    return NULL;
+}
+
+static void bench_e2e(bench_t *b, const void *arg)
+{
+    const e2e_t *c = arg;
+    vq_engine_opts_t o;
+    vq_engine_opts_init(&o);
+    o.workers = c->workers;
+    o.min_capacity = c->min_capacity;
+    o.logger = vq_logger_discard();
+    vq_engine_t *e;
+    vq_err_t rc = vq_engine_create(&o, &e);
+    if (rc != VQ_OK)
+        return b_fail(b, "create", rc);
+    if ((rc = vq_engine_start(e)) != VQ_OK)
+        return b_fail(b, "start", rc);
+    waiter_t w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    vq_task_spec_t s = {.handler = c->after ? noop_task : signal_task, .arg = &w};
+    if (c->after)
+        s.after = signal_after;
+    b_reset(b);
+    for (long left = b->n; left > 0;) {
+        long batch = left < 1024 ? left : 1024;
+        atomic_store(&w.done, 0);
+        w.target = batch;
+        if (c->producers == 0) {
+            for (long i = 0; i < batch; i++) {
+                if ((rc = vq_engine_submit(e, &s)) != VQ_OK)
+                    return b_fail(b, "submit", rc);
+            }
+        } else {
+            pthread_t th[8];
+            prod_t p[8];
+            for (int k = 0; k < c->producers; k++) {
+                p[k] = (prod_t){e, &s, batch / c->producers + (k < batch % c->producers), 0};
+                pthread_create(&th[k], NULL, producer, &p[k]);
+            }
+            for (int k = 0; k < c->producers; k++) {
+                pthread_join(th[k], NULL);
+                if (p[k].rc != VQ_OK)
+                    return b_fail(b, "submit", p[k].rc);
+            }
+        }
+        waiter_wait(&w);
+        left -= batch;
+    }
+    /* Handlers signal before the engine counts them: give the counters a moment. */
+    const vq_metrics_t *m = vq_engine_metrics(e);
+    for (int spin = 0; vq_metrics_success(m) < (uint64_t)b->n && spin < 1000000; spin++)
+        sched_yield();
+    uint64_t ok = vq_metrics_success(m);
+    vq_engine_release(e);
+    b_stop(b);
+    if (ok != (uint64_t)b->n)
+        b_fail(b, "success count", (int)ok);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "-benchtime=", 11) == 0)
+            benchtime_ns = atol(argv[i] + 11) * 1000000LL;
+        else
+            filter = argv[i];
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    ncpu = cpus > 0 ? (int)cpus : 1;
+
+    static const size_t def = 0, retain = 1024, four = 4;
+    run("RingBurstDrain/default", bench_ring_burst, &def);
+    run("RingBurstDrain/retain1024", bench_ring_burst, &retain);
+    run("RingBoundary/count=4", bench_ring_boundary, &four);
+    run("RingBoundary/count=1024", bench_ring_boundary, &retain);
+
+    run("QueueTask", bench_submit, NULL);
+
+    static const e2e_t p1d = {4, 1, 0, false}, p1r = {4, 1, 1024, false};
+    static const e2e_t p4d = {4, 4, 0, false}, p4r = {4, 4, 1024, false};
+    run("QueueBurstProducers/producers=1/default", bench_e2e, &p1d);
+    run("QueueBurstProducers/producers=1/retain1024", bench_e2e, &p1r);
+    run("QueueBurstProducers/producers=4/default", bench_e2e, &p4d);
+    run("QueueBurstProducers/producers=4/retain1024", bench_e2e, &p4r);
+
+    static const int r0 = 0, r1 = 1, r3 = 3, r10 = 10;
+    run("HandleRetry/retries=0", bench_handle_retry, &r0);
+    run("HandleRetry/retries=1", bench_handle_retry, &r1);
+    run("HandleRetry/retries=3", bench_handle_retry, &r3);
+    run("HandleRetry/retries=10", bench_handle_retry, &r10);
+
+    static const e2e_t w1 = {1, 0, 0, false}, w4 = {4, 0, 0, false}, w12 = {12, 0, 0, false};
+    run("QueueEndToEnd/workers=1", bench_e2e, &w1);
+    run("QueueEndToEnd/workers=4", bench_e2e, &w4);
+    run("QueueEndToEnd/workers=12", bench_e2e, &w12);
+    static const e2e_t af = {4, 0, 0, true};
+    run("QueueAfterFnEndToEnd", bench_e2e, &af);
+    return failures ? 1 : 0;
+}
