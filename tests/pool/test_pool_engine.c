@@ -52,6 +52,9 @@ static void bump_peak(atomic_int *peak, int v)
         ;
 }
 
+/* Never destroyed: waiting on it orders a stuck handler's last accesses before teardown. */
+static tcount_t stuck_returned;
+
 enum { GATED, ERRS, PANICS, FAILS_ONCE, STUCK, PLAIN, BRIEF };
 
 static int handler(vq_ctx_t *ctx, void *arg)
@@ -89,6 +92,8 @@ static int handler(vq_ctx_t *ctx, void *arg)
     atomic_fetch_sub(&s->running, 1);
     if (j->id >= 0 && j->id < 64)
         atomic_fetch_add(&s->ids[j->id], 1);
+    if (j->mode == STUCK)
+        tc_add(&stuck_returned, 1); /* last touch: the test may free the scene after it */
     return r;
 }
 
@@ -231,6 +236,7 @@ static void test_reusable_worker_outcomes(void **state)
     assert_int_equal(vq_engine_release(e), VQ_OK); /* does not wait for the stuck one */
     assert_true(test_now_ms() - t0 < 5000);
     tc_add(&s.tokens, 1);
+    assert_true(tc_wait_ge(&stuck_returned, 1, 5000));
     assert_true(test_wait_until(threads_back, &base, 5000));
     for (int i = 0; i < 5; i++)
         tc_destroy(&j[i].finished);
@@ -670,6 +676,7 @@ static void test_release_from_callback_refused(void **state)
 
 int main(void)
 {
+    tc_init(&stuck_returned);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resize_pause_and_drain),
         cmocka_unit_test(test_reusable_worker_outcomes),

@@ -92,6 +92,10 @@ static int flaky(vq_ctx_t *ctx, void *arg)
     return n < j->fail_times ? VQ_ERR_USER + n : VQ_OK;
 }
 
+/* Counts stubborn handlers that have returned; never destroyed, so a test can wait on it
+ * (a happens-before edge) before freeing what such a handler used. */
+static tcount_t stubborn_returned;
+
 /* Ignores its context: returns only when the test hands it a token. */
 static int stubborn(vq_ctx_t *ctx, void *arg)
 {
@@ -100,7 +104,9 @@ static int stubborn(vq_ctx_t *ctx, void *arg)
     atomic_fetch_add(&j->attempts, 1);
     tc_add(&j->started, 1);
     tc_take(&j->gate, 30000);
-    return j->final;
+    int r = j->final;
+    tc_add(&stubborn_returned, 1);
+    return r;
 }
 
 /* Cooperative: waits until cancelled, then returns its preset outcome. */
@@ -351,7 +357,9 @@ static void run_late_completion(int late_result)
     assert_int_equal(tc.abandoned, 1);
     assert_int_equal(tc.dispatchers, 1);
 
+    long returned = tc_get(&stubborn_returned);
     tc_add(&a.gate, 1);
+    assert_true(tc_wait_ge(&stubborn_returned, returned + 1, 5000));
     const vq_metrics_t *m = vq_engine_metrics(e);
     for (int64_t end = test_now_ms() + 5000; vq_metrics_late(m) < 1 && test_now_ms() < end;)
         sched_yield();
@@ -395,7 +403,9 @@ static void test_release_leaves_stuck_handler(void **state)
     assert_true(test_now_ms() - t0 < 5000);
     assert_int_equal(a.result, VQ_ERR_TIMEOUT);
     assert_false(threads_back(&base)); /* the stuck handler's thread is still there */
+    long returned = tc_get(&stubborn_returned);
     tc_add(&a.gate, 1);
+    assert_true(tc_wait_ge(&stubborn_returned, returned + 1, 5000));
     assert_true(test_wait_until(threads_back, &base, 5000));
     job_destroy(&a);
 }
@@ -454,6 +464,7 @@ static void test_inline_backoff_delays(void **state)
 
 int main(void)
 {
+    tc_init(&stubborn_returned);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_retry_log_without_hook),
         cmocka_unit_test(test_retry_log_hook_enabled),
