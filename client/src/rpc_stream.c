@@ -59,7 +59,11 @@ struct rpc_stream {
 
     pthread_mutex_t mu;
     pthread_cond_t readable;
-    int refs;         /* the caller's handle + the live call */
+    /* The caller's handle + the live call. Atomic so rpc_client_destroy can take a reference
+     * while holding the client's lock without taking this stream's (the lock order is stream,
+     * then client); a linked stream still holds its live-call reference, so it cannot be
+     * freed under destroy's feet. */
+    atomic_int refs;
     int tags_pending; /* batches gRPC has not completed yet */
     bool finished;    /* call unref'd and unlinked; no gRPC object left */
     bool user_released;
@@ -106,17 +110,12 @@ static void stream_free(rpc_stream_t *s)
 
 void rpc_stream_ref(rpc_stream_t *s)
 {
-    pthread_mutex_lock(&s->mu);
-    s->refs++;
-    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add(&s->refs, 1);
 }
 
 void rpc_stream_unref(rpc_stream_t *s)
 {
-    pthread_mutex_lock(&s->mu);
-    bool last = --s->refs == 0;
-    pthread_mutex_unlock(&s->mu);
-    if (last)
+    if (atomic_fetch_sub(&s->refs, 1) == 1)
         stream_free(s);
 }
 
@@ -335,7 +334,7 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     s->send_tag.fn = on_send_done;
     s->recv_tag.fn = on_recv_done;
     s->status_tag.fn = on_status_done;
-    s->refs = 2;
+    atomic_init(&s->refs, 2);
     s->code = GRPC_STATUS_UNKNOWN;
     s->details = grpc_empty_slice();
     rpc_status_init(&s->status);
@@ -371,7 +370,7 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
         pthread_mutex_unlock(&s->mu);
         if (first)
             grpc_byte_buffer_destroy(first);
-        s->refs = 1;
+        atomic_store(&s->refs, 1);
         rpc_stream_unref(s);
         return err;
     }
