@@ -196,24 +196,13 @@ static void unary_done(struct rpc_tag *tag, bool ok)
     pthread_mutex_unlock(&u->mu);
 }
 
-static char *slice_to_string(grpc_slice s)
-{
-    size_t n = GRPC_SLICE_LENGTH(s);
-    char *str = malloc(n + 1);
-    if (str) {
-        memcpy(str, GRPC_SLICE_START_PTR(s), n);
-        str[n] = '\0';
-    }
-    return str;
-}
-
 /* Fills st from a finished call's status parts. */
 static void status_fill(rpc_status_t *st, grpc_status_code code, grpc_slice details,
                         const grpc_metadata_array *trailing)
 {
     rpc_status_clear(st);
     st->code = code;
-    st->message = slice_to_string(details);
+    st->message = wire_slice_strdup(details);
     rpc_status_read_details(st, trailing);
 }
 

@@ -55,7 +55,7 @@ struct rpc_stream {
     struct rpc_call_link link;
     rpc_stream_opts_t opts;
 
-    struct rpc_tag start_tag, send_tag, recv_tag, status_tag;
+    struct rpc_tag send_tag, recv_tag, status_tag;
 
     pthread_mutex_t mu;
     pthread_cond_t readable;
@@ -222,22 +222,8 @@ static void after_event(rpc_stream_t *s, bool readable)
         rpc_stream_unref(s);
 }
 
-static void on_start_done(struct rpc_tag *tag, bool ok)
-{
-    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, start_tag);
-    pthread_mutex_lock(&s->mu);
-    s->tags_pending--;
-    s->send_busy = false;
-    if (s->in_flight) {
-        grpc_byte_buffer_destroy(s->in_flight);
-        s->in_flight = NULL;
-    }
-    if (!ok)
-        s->send_failed = true;
-    pump_send_locked(s);
-    after_event(s, false);
-}
-
+/* Completion of the send side's current batch: the start batch, a message or the
+ * half-close; they share one tag because only one of them is in flight at a time. */
 static void on_send_done(struct rpc_tag *tag, bool ok)
 {
     rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, send_tag);
@@ -278,17 +264,6 @@ static void on_recv_done(struct rpc_tag *tag, bool ok)
     after_event(s, true);
 }
 
-static char *copy_slice(grpc_slice sl)
-{
-    size_t n = GRPC_SLICE_LENGTH(sl);
-    char *str = malloc(n + 1);
-    if (str) {
-        memcpy(str, GRPC_SLICE_START_PTR(sl), n);
-        str[n] = '\0';
-    }
-    return str;
-}
-
 static void on_status_done(struct rpc_tag *tag, bool ok)
 {
     (void)ok; /* RECV_STATUS_ON_CLIENT always reports a status */
@@ -298,7 +273,7 @@ static void on_status_done(struct rpc_tag *tag, bool ok)
     s->status_received = true;
     rpc_status_clear(&s->status);
     s->status.code = s->code;
-    s->status.message = copy_slice(s->details);
+    s->status.message = wire_slice_strdup(s->details);
     rpc_status_read_details(&s->status, &s->trailing_md);
     if (s->code != GRPC_STATUS_OK)
         set_sticky(s, rpc_status_to_err(&s->status));
@@ -330,7 +305,6 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     s->client = c;
     s->opts = *opts;
     s->link.kind = RPC_LINK_STREAM;
-    s->start_tag.fn = on_start_done;
     s->send_tag.fn = on_send_done;
     s->recv_tag.fn = on_recv_done;
     s->status_tag.fn = on_status_done;
@@ -394,7 +368,7 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
         grpc_byte_buffer_destroy(first);
         set_sticky(s, VARLOG_ERR_NOMEM);
     }
-    s->send_busy = start_batch_locked(s, ops, n, &s->start_tag);
+    s->send_busy = start_batch_locked(s, ops, n, &s->send_tag);
 
     grpc_op status_op;
     memset(&status_op, 0, sizeof(status_op));

@@ -203,6 +203,17 @@ out:
     return ok;
 }
 
+char *wire_slice_strdup(grpc_slice slice)
+{
+    size_t n = GRPC_SLICE_LENGTH(slice);
+    char *str = malloc(n + 1);
+    if (str) {
+        memcpy(str, GRPC_SLICE_START_PTR(slice), n);
+        str[n] = '\0';
+    }
+    return str;
+}
+
 gpr_timespec wire_deadline(int64_t timeout_ms)
 {
     if (timeout_ms < 0)

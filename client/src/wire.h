@@ -57,6 +57,9 @@ varlog_err_t rpc_status_to_err(const rpc_status_t *st);
 bool wire_status_details_encode(grpc_status_code code, const char *message,
                                 const char *const *details, size_t n_details, grpc_slice *out);
 
+/* A NUL-terminated malloc'd copy of the slice's bytes (owned by the caller); NULL on NOMEM. */
+char *wire_slice_strdup(grpc_slice slice);
+
 /* Absolute deadline timeout_ms from now on the monotonic clock; timeout_ms < 0 = infinite. */
 gpr_timespec wire_deadline(int64_t timeout_ms);
 /* Milliseconds on the monotonic clock, for bookkeeping. */
