@@ -16,6 +16,7 @@ static void *io_thread_main(void *arg)
             break;
         if (ev.type == GRPC_OP_COMPLETE) {
             struct rpc_tag *tag = ev.tag;
+            WIRE_TAG_ACQUIRE(tag);
             tag->fn(tag, ev.success != 0);
         }
     }
@@ -262,6 +263,7 @@ varlog_err_t rpc_unary(rpc_client_t *c, const char *target, const char *method,
     ops[5].data.recv_status_on_client.trailing_metadata = &u.trailing_md;
     ops[5].data.recv_status_on_client.status = &u.code;
     ops[5].data.recv_status_on_client.status_details = &u.details;
+    WIRE_TAG_RELEASE(&u.tag);
     grpc_call_error ce = grpc_call_start_batch(u.link.call, ops, 6, &u.tag, NULL);
     pthread_mutex_unlock(&c->mu);
     if (ce != GRPC_CALL_OK) {

@@ -134,6 +134,7 @@ static void set_sticky(rpc_stream_t *s, varlog_err_t err)
  * the call is cancelled and the stream failed. Called with s->mu held. */
 static bool start_batch_locked(rpc_stream_t *s, const grpc_op *ops, size_t n, struct rpc_tag *tag)
 {
+    WIRE_TAG_RELEASE(tag);
     grpc_call_error ce = grpc_call_start_batch(s->link.call, ops, n, tag, NULL);
     if (ce != GRPC_CALL_OK) {
         set_sticky(s, VARLOG_ERR_INTERNAL);

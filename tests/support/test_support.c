@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,31 @@ int test_thread_count(void)
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] != '.')
             n++;
+    }
+    closedir(d);
+    return n;
+}
+
+int test_thread_count_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* the thread exited meanwhile */
+        if (fgets(comm, sizeof(comm), f)) {
+            comm[strcspn(comm, "\n")] = '\0';
+            n += strcmp(comm, name) == 0;
+        }
+        fclose(f);
     }
     closedir(d);
     return n;

@@ -16,6 +16,9 @@ bool test_wait_until(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
 /* Number of threads of this process (from /proc/self/task). */
 int test_thread_count(void);
 
+/* Number of threads of this process whose name (/proc/self/task/N/comm) is name. */
+int test_thread_count_named(const char *name);
+
 /* Resident set size of this process in KiB (from /proc/self/statm). */
 long test_rss_kib(void);
 

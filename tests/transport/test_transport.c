@@ -542,11 +542,14 @@ static void test_repeated_client_open_close(void **state)
         if (!(i % 2))
             rpc_stream_destroy(s); /* ... after it */
     }
-    /* A leak of one thread per client would show as +cycles; gRPC may keep a spare timer
-     * thread or two of its own. */
+    /* Each client's own thread is gone: only the fixture's client keeps one. */
+    assert_int_equal(test_thread_count_named("varlog-io"), 1);
+    /* Nothing else grows with the number of clients either. gRPC's executor adds threads on
+     * demand (more under sanitizers' slowdown), bounded by its own pool size, far below the
+     * +cycles a per-client leak would show. */
     int now = test_thread_count();
     print_message("threads: baseline %d, after %d cycles %d\n", baseline, cycles, now);
-    assert_true(now <= baseline + 2);
+    assert_true(now <= baseline + 8);
     assert_true(test_wait_until(echo_calls_done, f, 5000));
 }
 
