@@ -239,6 +239,8 @@ static grpc_arg client_args[] = {
     {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = 1500}},
     {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, {.integer = 1}},
     {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, {.integer = 0}},
+    /* gRPC's default would hold pings on an idle connection back to one per 5 minutes. */
+    {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MIN_SENT_PING_INTERVAL_WITHOUT_DATA_MS, {.integer = 10000}},
 };
 static grpc_arg server_args[] = {
     {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
