@@ -1,0 +1,151 @@
+#ifndef VARLOG_SERVER_H
+#define VARLOG_SERVER_H
+
+/*
+ * The embedded single-node Varlog server: one process-local listener on 127.0.0.1 that
+ * speaks Varlog's real wire protocol (metadata repository discovery and the storage node's
+ * LogIO service on the same port), keeps the log in memory, and lets tests inject faults.
+ *
+ * Threads: a server owns one transport thread (named "varlog-server", it runs every RPC
+ * handler) and, while it runs, one timer thread ("varlog-srv-tmr") that releases delayed
+ * responses. No function here runs a user callback. Every function may be called from any
+ * thread except where stated; none may be called from inside another libvarlog callback
+ * that runs on the server's own threads (there are none today).
+ *
+ * Method names: the full gRPC paths, e.g. "/varlog.snpb.LogIO/Append". Known methods:
+ *   /varlog.mrpb.Management/GetClusterInfo
+ *   /varlog.mrpb.MetadataRepositoryService/GetMetadata
+ *   /varlog.snpb.LogIO/Append
+ *   /varlog.snpb.LogIO/Subscribe
+ *   /varlog.snpb.LogIO/SubscribeTo
+ *   /varlog.snpb.LogIO/TrimDeprecated
+ *   /varlog.snpb.LogIO/LogStreamReplicaMetadata
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varlog/error.h"
+#include "varlog/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct varlog_server varlog_server_t;
+
+typedef struct varlog_server_opts {
+    /* "127.0.0.1:PORT"; PORT 0 picks a free port. NULL = "127.0.0.1:0". Only 127.0.0.1 is
+     * accepted: the server is for tests and local tools, never for a network. */
+    const char *listen_address;
+    int32_t topics;                /* topic ids 1..topics; 0 is allowed (none) */
+    int32_t log_streams_per_topic; /* numbered from 1 across all topics, topic by topic */
+    /* Bound on the payload bytes held in memory; appends beyond it fail with
+     * RESOURCE_EXHAUSTED "storage: byte limit reached". 0 = 1 GiB. Trim frees bytes. */
+    uint64_t max_bytes;
+} varlog_server_opts_t;
+
+/* Creates a server with cluster id 1 and one storage node (id 1) and starts serving.
+ * opts is read during the call only. On success *out is owned by the caller
+ * (varlog_server_destroy). Blocks for a few milliseconds (binding, starting threads).
+ * Errors: INVALID_ARG (NULL, a negative count, more than 2^31-1 log streams, a listen
+ * address that is not 127.0.0.1:PORT), RPC_UNAVAILABLE (the port cannot be bound), NOMEM,
+ * INTERNAL (a thread could not be started). */
+VARLOG_API varlog_err_t varlog_server_start(const varlog_server_opts_t *opts,
+                                            varlog_server_t **out);
+
+/* "127.0.0.1:PORT", the address clients give as metadata address and the address the
+ * metadata advertises for the storage node. Owned by the server, valid until destroy; stays
+ * the same across stop and restart. Does not block. */
+VARLOG_API const char *varlog_server_address(const varlog_server_t *srv);
+
+/* The bound port (stable across restart). Does not block. */
+VARLOG_API int varlog_server_port(const varlog_server_t *srv);
+
+/* Stops serving but keeps the log, the metadata and the fault settings: the listener
+ * closes, live calls end (clients see UNAVAILABLE or CANCELLED), delayed responses are
+ * dropped. Blocks until the server's threads are joined (milliseconds).
+ * Errors: INVALID_ARG (NULL), STATE (already stopped). */
+VARLOG_API varlog_err_t varlog_server_stop(varlog_server_t *srv);
+
+/* Serves again on the same port with the same data; stops first if running. Blocks for a
+ * few milliseconds. Errors: INVALID_ARG (NULL), RPC_UNAVAILABLE (the port was taken
+ * meanwhile; the server stays stopped), NOMEM, INTERNAL. */
+VARLOG_API varlog_err_t varlog_server_restart(varlog_server_t *srv);
+
+/* Stops if running and frees everything. Accepts NULL. Blocks until threads are joined. */
+VARLOG_API void varlog_server_destroy(varlog_server_t *srv);
+
+/* ---- topology (each change bumps the metadata's applied index, as the real MR does) ---- */
+
+/* Adds a topic without log streams; its id (the largest so far + 1) goes to *topic_id
+ * (may be NULL). Errors: INVALID_ARG, NOMEM. */
+VARLOG_API varlog_err_t varlog_server_add_topic(varlog_server_t *srv, int32_t *topic_id);
+
+/* Adds a log stream to topic; its id (the largest in the cluster + 1) goes to *log_stream_id
+ * (may be NULL). Errors: INVALID_ARG (NULL), RPC_NOT_FOUND (no such topic), NOMEM. */
+VARLOG_API varlog_err_t varlog_server_add_log_stream(varlog_server_t *srv, int32_t topic_id,
+                                                     int32_t *log_stream_id);
+
+/* Seals / unseals a log stream: appends to a sealed one fail with FAILED_PRECONDITION
+ * "sealed"; reads keep working; the metadata shows LS_STATUS_SEALED. Idempotent.
+ * Errors: INVALID_ARG (NULL), RPC_NOT_FOUND (no such topic or log stream). */
+VARLOG_API varlog_err_t varlog_server_seal(varlog_server_t *srv, int32_t topic_id,
+                                           int32_t log_stream_id);
+VARLOG_API varlog_err_t varlog_server_unseal(varlog_server_t *srv, int32_t topic_id,
+                                             int32_t log_stream_id);
+
+/* The metadata's current applied index. Does not block (a brief internal lock). */
+VARLOG_API uint64_t varlog_server_applied_index(varlog_server_t *srv);
+
+/* Payload bytes currently stored. Does not block (a brief internal lock). */
+VARLOG_API uint64_t varlog_server_stored_bytes(varlog_server_t *srv);
+
+/* ---- fault injection (modelled on librdkafka's mock cluster) ----------------------------
+ * Settings live until changed or varlog_server_clear_faults, and survive stop/restart. */
+
+/* The next n calls of method end with code (a grpc status number, 1..16) and message
+ * (copied; NULL = ""), without running the method. For Append each AppendRequest counts as
+ * one call: the stream answers the requests before it and then ends with the status, as a
+ * real failure would. An injected failure is answered at once, without an injected delay.
+ * n = 0 clears. Errors: INVALID_ARG (NULL, unknown method, code out of range, n < 0),
+ * NOMEM. */
+VARLOG_API varlog_err_t varlog_server_fail_next(varlog_server_t *srv, const char *method, int code,
+                                                const char *message, int n);
+
+/* As varlog_server_fail_next, with Varlog error details (google.rpc.Status carrying
+ * errpb.ErrorDetail strings, outermost first, copied) in the grpc-status-details-bin
+ * trailer, as Go servers send for Subscribe errors. */
+VARLOG_API varlog_err_t varlog_server_fail_next_details(varlog_server_t *srv, const char *method,
+                                                        int code, const char *message,
+                                                        const char *const *details,
+                                                        size_t n_details, int n);
+
+/* Delays every response of method by ms (0 = no delay). Unary calls answer ms after they
+ * arrived; each Append request is answered ms after it was read, in order (the server reads
+ * the next request only then); Subscribe/SubscribeTo start streaming ms after the call
+ * arrived. Errors: INVALID_ARG (NULL, unknown method, ms < 0). */
+VARLOG_API varlog_err_t varlog_server_delay(varlog_server_t *srv, const char *method, int64_t ms);
+
+/* The next n streams of method (n < 0: all streams until cleared) are dropped after k
+ * messages: they end with UNAVAILABLE "fault injection: stream dropped" as a broken
+ * connection would. For Append, k responses are sent and request k+1 is neither stored nor
+ * answered. k < 0 clears. Applies to Append, Subscribe and SubscribeTo. Errors: INVALID_ARG
+ * (NULL, unknown or unary method). */
+VARLOG_API varlog_err_t varlog_server_drop_stream_after(varlog_server_t *srv, const char *method,
+                                                        int64_t k, int n);
+
+/* Calls of method that reached the server since start (not reset by restart): unary calls,
+ * Subscribe/SubscribeTo streams and Append streams. 0 for an unknown method or NULL. */
+VARLOG_API uint64_t varlog_server_call_count(varlog_server_t *srv, const char *method);
+
+/* Requests received by method: for Append the number of AppendRequests, otherwise equal to
+ * the call count. 0 for an unknown method or NULL. */
+VARLOG_API uint64_t varlog_server_request_count(varlog_server_t *srv, const char *method);
+
+/* Clears every failure, delay and drop setting (not the counters). Accepts NULL. */
+VARLOG_API void varlog_server_clear_faults(varlog_server_t *srv);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

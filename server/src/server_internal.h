@@ -1,0 +1,237 @@
+#ifndef VARLOG_SERVER_INTERNAL_H
+#define VARLOG_SERVER_INTERNAL_H
+
+/*
+ * Internals of the embedded server, shared by its files:
+ *   log_store.c  the in-memory log: topics, log streams, entries, trim, byte limit, and the
+ *                list of subscribe calls waiting for a commit;
+ *   metadata.c   GetClusterInfo / GetMetadata;
+ *   log_io.c     Append, Subscribe, SubscribeTo, TrimDeprecated, LogStreamReplicaMetadata;
+ *   faults.c     per-method failures, delays, drops, counters; the timer thread;
+ *   server.c     lifecycle (start, stop, restart on the same port) and the public API.
+ *
+ * Locks, in the only order they are ever taken:
+ *   store.mu  ->  a call's lock inside rpc_server_call_* (rpc_server never runs our code
+ *                 with a call's lock held, so the reverse order cannot happen)
+ *   faults.mu and timer.mu are leaves: nothing else is taken while they are held, except
+ *   that the timer runs an item's fire function with no lock held.
+ * Waking a waiting subscriber is done under store.mu; its on_done unlinks it under store.mu,
+ * so a call in a waiter list is always alive.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rpc_server.h"
+#include "varlog/server.h"
+
+/* ---- method table ---------------------------------------------------------------------- */
+
+enum {
+    M_CLUSTER_INFO,
+    M_METADATA,
+    M_APPEND,
+    M_SUBSCRIBE,
+    M_SUBSCRIBE_TO,
+    M_TRIM,
+    M_REPLICA_MD,
+    M_COUNT
+};
+
+extern const char *const server_method_paths[M_COUNT];
+/* Index of a method path, or -1. */
+int server_method_index(const char *path);
+
+/* ---- log store ------------------------------------------------------------------------- */
+
+typedef struct store_entry {
+    uint64_t glsn, llsn;
+    size_t len;
+    uint8_t *data;
+} store_entry_t;
+
+typedef struct store_ls {
+    int32_t topic_id, ls_id;
+    bool sealed;
+    store_entry_t *entries; /* live entries are entries[head .. count) */
+    size_t head, count, cap;
+    uint64_t next_llsn;
+    uint64_t trim_glsn; /* entries with GLSN <= trim_glsn were trimmed: the global low WM - 1 */
+    bool trimmed_any;   /* some entry was deleted by trim */
+    uint64_t bytes;
+    int64_t created_unix;
+} store_ls_t;
+
+typedef struct sub_state sub_state_t;
+
+typedef struct store_topic {
+    int32_t id;
+    uint64_t next_glsn;
+    store_ls_t **lss;
+    size_t n_lss;
+    sub_state_t *waiters; /* subscribe calls waiting for a commit in this topic */
+} store_topic_t;
+
+typedef struct store {
+    pthread_mutex_t mu;
+    store_topic_t **topics; /* sorted by id */
+    size_t n_topics;
+    int32_t max_ls_id;
+    uint64_t bytes, max_bytes;
+    uint64_t applied_index;
+    uint64_t version;  /* commit version: one per committed batch */
+    sub_state_t *subs; /* every live subscribe call, for statistics */
+    size_t n_subs;
+} store_t;
+
+/* Per Subscribe / SubscribeTo call. Touched by the server thread, and under store.mu for
+ * the waiter and subscriber links. */
+struct sub_state {
+    struct varlog_server *srv;
+    rpc_server_call_t *call;
+    bool by_llsn;
+    int32_t topic_id, ls_id;
+    uint64_t begin, end, cursor;
+    int64_t not_before_ms; /* injected delay */
+    int64_t drop_after;    /* messages before an injected drop; < 0 = none */
+    uint64_t sent;
+    bool started;
+    bool waiting;
+    sub_state_t *wprev, *wnext; /* topic waiters */
+    sub_state_t *sprev, *snext; /* store.subs */
+};
+
+varlog_err_t store_init(store_t *st, int32_t topics, int32_t ls_per_topic, uint64_t max_bytes);
+void store_destroy(store_t *st);
+/* With st->mu held. */
+store_topic_t *store_topic_locked(store_t *st, int32_t topic_id);
+store_ls_t *store_ls_locked(store_t *st, int32_t topic_id, int32_t ls_id);
+varlog_err_t store_add_topic_locked(store_t *st, int32_t *topic_id);
+varlog_err_t store_add_ls_locked(store_t *st, int32_t topic_id, int32_t *ls_id);
+/* Stores a batch (the caller checked sealing); wakes waiters. Returns the first GLSN and
+ * LLSN. Errors: NOMEM, RPC_RESOURCE_EXHAUSTED (byte limit). */
+varlog_err_t store_append_locked(store_t *st, store_topic_t *t, store_ls_t *ls,
+                                 const ProtobufCBinaryData *payloads, size_t n, uint64_t *glsn0,
+                                 uint64_t *llsn0);
+/* Trims every unsealed log stream of the topic up to glsn (inclusive) when glsn does not
+ * exceed the topic's high watermark. */
+void store_trim_locked(store_t *st, store_topic_t *t, uint64_t glsn);
+/* Index of the first live entry with glsn >= g (or llsn >= l), count when none. */
+size_t store_find_glsn_locked(const store_ls_t *ls, uint64_t g);
+size_t store_find_llsn_locked(const store_ls_t *ls, uint64_t l);
+void store_wait_locked(store_t *st, store_topic_t *t, sub_state_t *s);
+void store_unwait_locked(store_t *st, sub_state_t *s);
+
+/* ---- faults and the timer ------------------------------------------------------------- */
+
+typedef struct fault_status {
+    int code;
+    char *message;
+    char **details;
+    size_t n_details;
+} fault_status_t;
+
+typedef struct fault_method {
+    uint64_t calls, requests;
+    int fail_n;
+    fault_status_t fail;
+    int64_t delay_ms;
+    int64_t drop_after; /* < 0: none */
+    int drop_n;         /* streams left to drop; < 0: all */
+} fault_method_t;
+
+typedef struct faults {
+    pthread_mutex_t mu;
+    fault_method_t m[M_COUNT];
+} faults_t;
+
+void faults_init(faults_t *f);
+void faults_destroy(faults_t *f);
+void faults_clear(faults_t *f);
+void faults_count(faults_t *f, int m, bool new_call, bool request);
+/* Takes one injected failure if one is due; *out is then owned by the caller
+ * (fault_status_clear). */
+bool faults_take_failure(faults_t *f, int m, fault_status_t *out);
+void fault_status_clear(fault_status_t *s);
+int64_t faults_delay(faults_t *f, int m);
+/* For a new stream: messages before the drop, or -1. */
+int64_t faults_take_drop(faults_t *f, int m);
+/* Ends call with an injected status. */
+void fault_finish(rpc_server_call_t *call, const fault_status_t *s);
+
+typedef struct timer_item timer_item_t;
+struct timer_item {
+    timer_item_t *next;
+    int64_t due_ms;
+    /* fire runs on the timer thread with no lock held; drop runs instead when the timer
+     * stops first. Both free the item. */
+    void (*fire)(timer_item_t *it);
+    void (*drop)(timer_item_t *it);
+};
+
+typedef struct server_timer {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool running, stopping;
+    timer_item_t *items;
+} server_timer_t;
+
+/* The lock and condition live from init to destroy, the thread from start to stop, so that
+ * timer_schedule is safe at any time in between. */
+void timer_init(server_timer_t *t);
+void timer_destroy(server_timer_t *t);
+varlog_err_t timer_start(server_timer_t *t);
+/* Joins the thread; items not yet due are dropped. */
+void timer_stop(server_timer_t *t);
+/* Schedules it; when the timer is not running it is dropped at once. */
+void timer_schedule(server_timer_t *t, timer_item_t *it);
+
+/* ---- the server ------------------------------------------------------------------------ */
+
+struct method_ctx {
+    struct varlog_server *srv;
+    int index;
+};
+
+struct varlog_server {
+    char address[64];
+    char listen[64];
+    int port;
+    store_t store;
+    faults_t faults;
+    server_timer_t timer;
+    struct method_ctx ctx[M_COUNT];
+    rpc_method_t methods[M_COUNT];
+    pthread_mutex_t life_mu; /* serialises start/stop/restart/destroy */
+    rpc_server_t *rpc;       /* NULL while stopped */
+    int64_t start_unix;
+};
+
+/* Fills the method table (metadata.c and log_io.c provide the handlers). */
+void metadata_methods(struct varlog_server *srv, rpc_method_t *cluster_info,
+                      rpc_method_t *get_metadata);
+void log_io_methods(struct varlog_server *srv, rpc_method_t *append, rpc_method_t *subscribe,
+                    rpc_method_t *subscribe_to, rpc_method_t *trim, rpc_method_t *replica_md);
+
+/* Shared by the unary handlers: counts the call, answers an injected failure, or runs
+ * handle now or, with an injected delay, later on the timer thread (with a copy of the
+ * request). handle must be safe on any thread. */
+typedef void (*unary_handler_t)(struct varlog_server *srv, rpc_server_call_t *call,
+                                const ProtobufCMessage *req);
+void server_unary_dispatch(struct varlog_server *srv, int m, rpc_server_call_t *call,
+                           const ProtobufCMessage *req, unary_handler_t handle);
+
+/* A deep copy of msg (protobuf_c_message_free_unpacked); NULL on NOMEM. */
+ProtobufCMessage *server_msg_dup(const ProtobufCMessage *msg);
+
+/* Statistics for tests. */
+typedef struct server_stats {
+    size_t subscribers;  /* live Subscribe / SubscribeTo calls */
+    size_t waiting;      /* ... of which wait for a commit */
+    size_t queued_sends; /* messages queued in the transport for them, in flight included */
+} server_stats_t;
+void server_stats(struct varlog_server *srv, server_stats_t *out);
+
+#endif
