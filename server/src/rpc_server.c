@@ -224,6 +224,7 @@ static bool start_locked(rpc_server_call_t *c, const grpc_op *ops, size_t n, str
 {
     if (c->finished)
         return false;
+    WIRE_TAG_RELEASE(tag);
     grpc_call_error ce = grpc_call_start_batch(c->call, ops, n, tag, NULL);
     if (ce != GRPC_CALL_OK) {
         grpc_call_cancel(c->call, NULL);
@@ -350,6 +351,7 @@ static void post_request(rpc_server_t *srv)
     rpc_server_call_t *c = call_new(srv);
     if (!c)
         return; /* the other slots keep serving; the next new call tries again */
+    WIRE_TAG_RELEASE(&c->new_tag);
     grpc_call_error ce = grpc_server_request_call(srv->server, &c->call, &c->details,
                                                   &c->request_md, srv->cq, srv->cq, &c->new_tag);
     if (ce != GRPC_CALL_OK) {
@@ -543,6 +545,7 @@ static void run_loop(rpc_server_t *srv)
         if (ev.type != GRPC_OP_COMPLETE)
             continue;
         struct srv_tag *tag = ev.tag;
+        WIRE_TAG_ACQUIRE(tag);
         tag->fn(tag, ev.success != 0);
     }
 }
@@ -578,6 +581,7 @@ static bool opts_valid(const rpc_server_opts_t *opts)
 static void begin_shutdown(rpc_server_t *srv)
 {
     atomic_store(&srv->stopping, true);
+    WIRE_TAG_RELEASE(&srv->shutdown_tag);
     grpc_server_shutdown_and_notify(srv->server, srv->cq, &srv->shutdown_tag);
     /* Without this, shutdown waits for every live stream to end on its own. */
     grpc_server_cancel_all_calls(srv->server);
