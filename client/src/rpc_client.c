@@ -186,7 +186,7 @@ struct unary_call {
 
 static void unary_done(struct rpc_tag *tag, bool ok)
 {
-    struct unary_call *u = RPC_CONTAINER_OF(tag, struct unary_call, tag);
+    struct unary_call *u = VARLOG_CONTAINER_OF(tag, struct unary_call, tag);
     /* Unlink first: after the caller wakes it unrefs the call, which destroy must no longer
      * be able to cancel. */
     rpc_client_unlink(u->client, &u->link);

@@ -7,9 +7,8 @@
 
 #include <grpc/grpc.h>
 
+#include "bb_fifo.h"
 #include "rpc_client.h"
-
-#define RPC_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* What the I/O thread receives as a completion-queue tag: it just calls fn. */
 struct rpc_tag {

@@ -5,51 +5,6 @@
 #include <string.h>
 #include <time.h>
 
-/* A FIFO of byte buffers that grows by doubling. */
-struct bb_fifo {
-    grpc_byte_buffer **items;
-    size_t head, count, cap;
-};
-
-static bool fifo_push(struct bb_fifo *f, grpc_byte_buffer *bb)
-{
-    if (f->count == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 8;
-        grpc_byte_buffer **items = malloc(cap * sizeof(*items));
-        if (!items)
-            return false;
-        for (size_t i = 0; i < f->count; i++)
-            items[i] = f->items[(f->head + i) % f->cap];
-        free(f->items);
-        f->items = items;
-        f->head = 0;
-        f->cap = cap;
-    }
-    f->items[(f->head + f->count) % f->cap] = bb;
-    f->count++;
-    return true;
-}
-
-static grpc_byte_buffer *fifo_pop(struct bb_fifo *f)
-{
-    if (f->count == 0)
-        return NULL;
-    grpc_byte_buffer *bb = f->items[f->head];
-    f->items[f->head] = NULL;
-    f->head = (f->head + 1) % f->cap;
-    f->count--;
-    return bb;
-}
-
-static void fifo_clear(struct bb_fifo *f)
-{
-    grpc_byte_buffer *bb;
-    while ((bb = fifo_pop(f)) != NULL)
-        grpc_byte_buffer_destroy(bb);
-    free(f->items);
-    memset(f, 0, sizeof(*f));
-}
-
 struct rpc_stream {
     rpc_client_t *client;
     struct rpc_call_link link;
@@ -71,7 +26,7 @@ struct rpc_stream {
     varlog_err_t sticky; /* first failure; VARLOG_OK while healthy */
 
     /* send side: one SEND_MESSAGE (or the start / half-close batch) in flight at a time */
-    struct bb_fifo to_send;
+    bb_fifo_t to_send;
     grpc_byte_buffer *in_flight;
     bool send_busy;
     bool close_requested, close_started;
@@ -81,7 +36,7 @@ struct rpc_stream {
     grpc_metadata_array initial_md;
     grpc_byte_buffer *recv_bb;
     bool recv_armed, recv_eof;
-    struct bb_fifo received;
+    bb_fifo_t received;
 
     /* status */
     grpc_metadata_array trailing_md;
@@ -93,8 +48,8 @@ struct rpc_stream {
 
 static void stream_free(rpc_stream_t *s)
 {
-    fifo_clear(&s->to_send);
-    fifo_clear(&s->received);
+    bb_fifo_clear(&s->to_send);
+    bb_fifo_clear(&s->received);
     if (s->in_flight)
         grpc_byte_buffer_destroy(s->in_flight);
     if (s->recv_bb)
@@ -121,7 +76,7 @@ void rpc_stream_unref(rpc_stream_t *s)
 
 rpc_stream_t *rpc_stream_from_link(struct rpc_call_link *link)
 {
-    return RPC_CONTAINER_OF(link, rpc_stream_t, link);
+    return VARLOG_CONTAINER_OF(link, rpc_stream_t, link);
 }
 
 static void set_sticky(rpc_stream_t *s, varlog_err_t err)
@@ -164,10 +119,10 @@ static void pump_send_locked(rpc_stream_t *s)
     grpc_op op;
     memset(&op, 0, sizeof(op));
     if (s->sticky != VARLOG_OK || s->status_received || s->send_failed) {
-        fifo_clear(&s->to_send);
+        bb_fifo_clear(&s->to_send);
         return;
     }
-    grpc_byte_buffer *bb = fifo_pop(&s->to_send);
+    grpc_byte_buffer *bb = bb_fifo_pop(&s->to_send);
     if (bb) {
         op.op = GRPC_OP_SEND_MESSAGE;
         op.data.send_message.send_message = bb;
@@ -227,7 +182,7 @@ static void after_event(rpc_stream_t *s, bool readable)
  * half-close; they share one tag because only one of them is in flight at a time. */
 static void on_send_done(struct rpc_tag *tag, bool ok)
 {
-    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, send_tag);
+    rpc_stream_t *s = VARLOG_CONTAINER_OF(tag, rpc_stream_t, send_tag);
     pthread_mutex_lock(&s->mu);
     s->tags_pending--;
     s->send_busy = false;
@@ -243,12 +198,12 @@ static void on_send_done(struct rpc_tag *tag, bool ok)
 
 static void on_recv_done(struct rpc_tag *tag, bool ok)
 {
-    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, recv_tag);
+    rpc_stream_t *s = VARLOG_CONTAINER_OF(tag, rpc_stream_t, recv_tag);
     pthread_mutex_lock(&s->mu);
     s->tags_pending--;
     s->recv_armed = false;
     if (ok && s->recv_bb) {
-        if (!fifo_push(&s->received, s->recv_bb)) {
+        if (!bb_fifo_push(&s->received, s->recv_bb)) {
             grpc_byte_buffer_destroy(s->recv_bb);
             set_sticky(s, VARLOG_ERR_NOMEM);
             grpc_call_cancel(s->link.call, NULL);
@@ -268,7 +223,7 @@ static void on_recv_done(struct rpc_tag *tag, bool ok)
 static void on_status_done(struct rpc_tag *tag, bool ok)
 {
     (void)ok; /* RECV_STATUS_ON_CLIENT always reports a status */
-    rpc_stream_t *s = RPC_CONTAINER_OF(tag, rpc_stream_t, status_tag);
+    rpc_stream_t *s = VARLOG_CONTAINER_OF(tag, rpc_stream_t, status_tag);
     pthread_mutex_lock(&s->mu);
     s->tags_pending--;
     s->status_received = true;
@@ -280,7 +235,7 @@ static void on_status_done(struct rpc_tag *tag, bool ok)
         set_sticky(s, rpc_status_to_err(&s->status));
     if (s->client_closing && s->code == GRPC_STATUS_CANCELLED)
         s->sticky = VARLOG_ERR_CLOSED;
-    fifo_clear(&s->to_send);
+    bb_fifo_clear(&s->to_send);
     after_event(s, true);
 }
 
@@ -365,7 +320,7 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
         ops[n++].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
         s->in_flight = first;
         s->close_requested = s->close_started = true;
-    } else if (first && !fifo_push(&s->to_send, first)) {
+    } else if (first && !bb_fifo_push(&s->to_send, first)) {
         grpc_byte_buffer_destroy(first);
         set_sticky(s, VARLOG_ERR_NOMEM);
     }
@@ -436,7 +391,7 @@ varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg)
         return VARLOG_ERR_NOMEM;
     pthread_mutex_lock(&s->mu);
     err = send_refusal_locked(s);
-    if (err == VARLOG_OK && !fifo_push(&s->to_send, bb))
+    if (err == VARLOG_OK && !bb_fifo_push(&s->to_send, bb))
         err = VARLOG_ERR_NOMEM;
     if (err == VARLOG_OK)
         pump_send_locked(s);
@@ -481,7 +436,7 @@ varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessa
         abs_deadline(&deadline, timeout_ms);
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        grpc_byte_buffer *bb = fifo_pop(&s->received);
+        grpc_byte_buffer *bb = bb_fifo_pop(&s->received);
         if (bb) {
             arm_recv_locked(s);
             pthread_mutex_unlock(&s->mu);

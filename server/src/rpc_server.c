@@ -8,9 +8,8 @@
 
 #include <grpc/grpc_security.h>
 
+#include "bb_fifo.h"
 #include "wire.h"
-
-#define SRV_CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 
 /* Enough pending request_call slots that a burst of new calls does not wait for the server
  * thread to re-arm; each slot is one preallocated call object. */
@@ -19,12 +18,6 @@
 /* What the server thread receives as a completion-queue tag: it just calls fn. */
 struct srv_tag {
     void (*fn)(struct srv_tag *tag, bool ok);
-};
-
-/* Packed messages waiting for the send slot; a ring that grows by doubling. */
-struct srv_fifo {
-    grpc_byte_buffer **items;
-    size_t head, count, cap;
 };
 
 struct rpc_server {
@@ -74,7 +67,7 @@ struct rpc_server_call {
     bool status_queued;    /* finish() accepted */
     bool status_started;   /* SEND_STATUS_FROM_SERVER handed to gRPC */
     bool status_delivered; /* ... and gRPC reported it sent */
-    struct srv_fifo to_send;
+    bb_fifo_t to_send;
     grpc_byte_buffer *in_flight;
     atomic_size_t pending_sends; /* to_send.count + (in_flight != NULL), for lock-free reads */
     grpc_status_code status_code;
@@ -82,46 +75,6 @@ struct rpc_server_call {
     grpc_metadata status_trailer; /* grpc-status-details-bin, when details were given */
     size_t n_status_trailer;
 };
-
-/* ---- send FIFO ----------------------------------------------------------------------------- */
-
-static bool fifo_push(struct srv_fifo *f, grpc_byte_buffer *bb)
-{
-    if (f->count == f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 4;
-        grpc_byte_buffer **items = malloc(cap * sizeof(*items));
-        if (!items)
-            return false;
-        for (size_t i = 0; i < f->count; i++)
-            items[i] = f->items[(f->head + i) % f->cap];
-        free(f->items);
-        f->items = items;
-        f->head = 0;
-        f->cap = cap;
-    }
-    f->items[(f->head + f->count) % f->cap] = bb;
-    f->count++;
-    return true;
-}
-
-static grpc_byte_buffer *fifo_pop(struct srv_fifo *f)
-{
-    if (f->count == 0)
-        return NULL;
-    grpc_byte_buffer *bb = f->items[f->head];
-    f->head = (f->head + 1) % f->cap;
-    f->count--;
-    return bb;
-}
-
-static void fifo_clear(struct srv_fifo *f)
-{
-    grpc_byte_buffer *bb;
-    while ((bb = fifo_pop(f)) != NULL)
-        grpc_byte_buffer_destroy(bb);
-    free(f->items);
-    memset(f, 0, sizeof(*f));
-}
 
 /* ---- call lifetime ------------------------------------------------------------------------- */
 
@@ -171,7 +124,7 @@ static void call_release_grpc(rpc_server_call_t *c)
         grpc_byte_buffer_destroy(c->recv_bb);
     c->recv_bb = NULL;
     pthread_mutex_lock(&c->mu);
-    fifo_clear(&c->to_send);
+    bb_fifo_clear(&c->to_send);
     if (c->in_flight)
         grpc_byte_buffer_destroy(c->in_flight);
     c->in_flight = NULL;
@@ -250,7 +203,7 @@ static void pump_locked(rpc_server_call_t *c)
         n++;
     }
     if (c->to_send.count) {
-        grpc_byte_buffer *bb = fifo_pop(&c->to_send);
+        grpc_byte_buffer *bb = bb_fifo_pop(&c->to_send);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         /* More is queued, so a later write flushes this one. */
         ops[n].flags = c->to_send.count || c->status_queued ? GRPC_WRITE_BUFFER_HINT : 0;
@@ -376,7 +329,7 @@ static varlog_err_t finish_call(rpc_server_call_t *call, grpc_status_code code, 
 
 static void on_new_call(struct srv_tag *tag, bool ok)
 {
-    rpc_server_call_t *c = SRV_CONTAINER_OF(tag, rpc_server_call_t, new_tag);
+    rpc_server_call_t *c = VARLOG_CONTAINER_OF(tag, rpc_server_call_t, new_tag);
     rpc_server_t *srv = c->srv;
     srv->requests_pending--;
     if (!ok) {
@@ -428,7 +381,7 @@ static void on_new_call(struct srv_tag *tag, bool ok)
 
 static void on_close_done(struct srv_tag *tag, bool ok)
 {
-    rpc_server_call_t *c = SRV_CONTAINER_OF(tag, rpc_server_call_t, close_tag);
+    rpc_server_call_t *c = VARLOG_CONTAINER_OF(tag, rpc_server_call_t, close_tag);
     pthread_mutex_lock(&c->mu);
     c->closed = true;
     c->dead = true;
@@ -440,7 +393,7 @@ static void on_close_done(struct srv_tag *tag, bool ok)
 
 static void on_recv_done(struct srv_tag *tag, bool ok)
 {
-    rpc_server_call_t *c = SRV_CONTAINER_OF(tag, rpc_server_call_t, recv_tag);
+    rpc_server_call_t *c = VARLOG_CONTAINER_OF(tag, rpc_server_call_t, recv_tag);
     const rpc_method_t *m = c->method;
     grpc_byte_buffer *bb = c->recv_bb;
     c->recv_bb = NULL;
@@ -492,7 +445,7 @@ out:
 
 static void on_send_done(struct srv_tag *tag, bool ok)
 {
-    rpc_server_call_t *c = SRV_CONTAINER_OF(tag, rpc_server_call_t, send_tag);
+    rpc_server_call_t *c = VARLOG_CONTAINER_OF(tag, rpc_server_call_t, send_tag);
     pthread_mutex_lock(&c->mu);
     c->send_busy = false;
     if (c->in_flight) {
@@ -517,7 +470,7 @@ static void on_send_done(struct srv_tag *tag, bool ok)
 static void on_kick(struct srv_tag *tag, bool ok)
 {
     (void)ok;
-    rpc_server_call_t *c = SRV_CONTAINER_OF(tag, rpc_server_call_t, kick_tag);
+    rpc_server_call_t *c = VARLOG_CONTAINER_OF(tag, rpc_server_call_t, kick_tag);
     pthread_mutex_lock(&c->mu);
     c->kick_pending = false;
     pthread_mutex_unlock(&c->mu);
@@ -530,7 +483,7 @@ static void on_kick(struct srv_tag *tag, bool ok)
 static void on_shutdown_notified(struct srv_tag *tag, bool ok)
 {
     (void)ok;
-    rpc_server_t *srv = SRV_CONTAINER_OF(tag, rpc_server_t, shutdown_tag);
+    rpc_server_t *srv = VARLOG_CONTAINER_OF(tag, rpc_server_t, shutdown_tag);
     srv->shutdown_notified = true;
     maybe_shutdown_cq(srv);
 }
@@ -694,7 +647,7 @@ varlog_err_t rpc_server_call_send(rpc_server_call_t *call, const ProtobufCMessag
     pthread_mutex_lock(&call->mu);
     if (!accepts_sends_locked(call)) {
         err = VARLOG_ERR_STATE;
-    } else if (!fifo_push(&call->to_send, bb)) {
+    } else if (!bb_fifo_push(&call->to_send, bb)) {
         err = VARLOG_ERR_NOMEM;
     } else {
         bb = NULL;
