@@ -968,8 +968,10 @@ static void test_server_stream_slow_client_bounded(void **state)
     struct fixture *f = *state;
     /* 32 MiB (16 under valgrind) in all, far beyond what HTTP/2 windows and socket buffers
      * hold (a few MiB), so a server without back-pressure would produce everything. */
-    const size_t payload_len = 64 * 1024;
-    const uint64_t n = (uint64_t)test_scale(512, 2);
+    /* Under TSan a 64 KiB (multi-slice) message takes about a second to receive; 16 KiB
+     * ones flow at about 0.4 MB/s, so there the same 32 MiB go as 16 KiB messages. */
+    const size_t payload_len = test_under_tsan() ? 16 * 1024 : 64 * 1024;
+    const uint64_t n = (uint64_t)test_scale((long)((32u << 20) / payload_len), 2);
     uint8_t *payload = calloc(1, payload_len);
     assert_non_null(payload);
     request_t req = request(0);
@@ -995,8 +997,19 @@ static void test_server_stream_slow_client_bounded(void **state)
                   (unsigned long long)n, (long long)(test_now_ms() - t0));
     assert_true(produced < n);
     assert_true(atomic_load(&f->svc.max_pending) <= 1);
-    /* Then reads the rest, in order. */
+    /* Then reads the rest, in order. Under TSan reading it all would take over a minute, so
+     * there the test checks that the flow resumes in order for a while and then cancels. */
     response_t *r;
+    if (test_under_tsan()) {
+        for (uint64_t until = got + 64; got < until;) {
+            assert_non_null(r = cs_recv(&s));
+            assert_int_equal(r->seq, ++got);
+            libvarlog__transporttest__response__free_unpacked(r, NULL);
+        }
+        cs_destroy(&s);
+        assert_true(test_wait_until(all_done, &f->svc, WAIT_MS));
+        return;
+    }
     while ((r = cs_recv(&s)) != NULL) {
         assert_int_equal(r->seq, ++got);
         assert_int_equal(r->payload.len, payload_len);

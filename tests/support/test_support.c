@@ -89,6 +89,21 @@ bool test_under_valgrind(void)
     return v && v[0] == '1';
 }
 
+bool test_under_tsan(void)
+{
+#if defined(__SANITIZE_THREAD__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return true;
+#else
+    return false;
+#endif
+#else
+    return false;
+#endif
+}
+
 long test_scale(long n, long div)
 {
     if (!test_under_valgrind())

@@ -26,6 +26,10 @@ long test_rss_kib(void);
  * copies); used to scale iteration counts, never to skip assertions. */
 bool test_under_valgrind(void);
 
+/* True when built with -fsanitize=thread, which slows gRPC's data path by orders of
+ * magnitude; used to choose smaller messages, never to skip assertions. */
+bool test_under_tsan(void);
+
 /* n scaled down for slow runs (valgrind): returns n, or max(n / div, 1) under valgrind. */
 long test_scale(long n, long div);
 
