@@ -30,7 +30,8 @@ bool test_under_valgrind(void);
  * magnitude; used to choose smaller messages, never to skip assertions. */
 bool test_under_tsan(void);
 
-/* n scaled down for slow runs (valgrind): returns n, or max(n / div, 1) under valgrind. */
+/* n scaled down for slow runs (valgrind or TSan, both of which slow gRPC by one to two
+ * orders of magnitude): returns n, or max(n / div, 1) in a slow run. */
 long test_scale(long n, long div);
 
 #endif
