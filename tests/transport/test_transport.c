@@ -254,6 +254,7 @@ static void test_bidi_pipelined_in_order(void **state)
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, NULL, &s), VARLOG_OK);
     uint64_t n = (uint64_t)test_scale(10000, 10);
+    int64_t start = test_now_ms();
     uint8_t payload[100];
     memset(payload, 'x', sizeof(payload));
     /* Every request is queued before any response is read: the FIFO and the single send in
@@ -278,6 +279,9 @@ static void test_bidi_pipelined_in_order(void **state)
     }
     ProtobufCMessage *m = NULL;
     assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_ERR_END);
+    int64_t took = test_now_ms() - start;
+    print_message("%llu pipelined 100 B round trips in %lld ms\n", (unsigned long long)n,
+                  (long long)took);
     assert_int_equal(rpc_stream_status(s)->code, GRPC_STATUS_OK);
     assert_int_equal(rpc_stream_pending_sends(s), 0);
     assert_int_equal(atomic_load(&f->echo.bidi_messages), (int)n);
