@@ -6,11 +6,11 @@
  * speaks Varlog's real wire protocol (metadata repository discovery and the storage node's
  * LogIO service on the same port), keeps the log in memory, and lets tests inject faults.
  *
- * Threads: a server owns one transport thread (named "varlog-server", it runs every RPC
- * handler) and, while it runs, one timer thread ("varlog-srv-tmr") that releases delayed
- * responses. No function here runs a user callback. Every function may be called from any
- * thread except where stated; none may be called from inside another libvarlog callback
- * that runs on the server's own threads (there are none today).
+ * Threads: while it serves, a server owns one transport thread ("varlog-server", it runs
+ * every RPC handler) and one timer thread ("varlog-srv-tmr", it releases delayed responses);
+ * both are joined by stop and destroy. The API takes no callbacks, so no user code ever runs
+ * on those threads. Every function may be called from any thread; the server may be shared
+ * by threads, except that destroy must not race with other calls on the same server.
  *
  * Method names: the full gRPC paths, e.g. "/varlog.snpb.LogIO/Append". Known methods:
  *   /varlog.mrpb.Management/GetClusterInfo
@@ -62,8 +62,9 @@ VARLOG_API const char *varlog_server_address(const varlog_server_t *srv);
 VARLOG_API int varlog_server_port(const varlog_server_t *srv);
 
 /* Stops serving but keeps the log, the metadata and the fault settings: the listener
- * closes, live calls end (clients see UNAVAILABLE or CANCELLED), delayed responses are
- * dropped. Blocks until the server's threads are joined (milliseconds).
+ * closes, live calls end (clients see UNAVAILABLE or CANCELLED), responses still held by an
+ * injected delay are answered UNAVAILABLE. Blocks until the server's threads are joined
+ * (milliseconds).
  * Errors: INVALID_ARG (NULL), STATE (already stopped). */
 VARLOG_API varlog_err_t varlog_server_stop(varlog_server_t *srv);
 
