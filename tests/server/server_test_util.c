@@ -27,6 +27,23 @@ void fixture_stop(srv_fixture_t *f)
     memset(f, 0, sizeof(*f));
 }
 
+int fixture_setup(void **state, int32_t topics, int32_t ls)
+{
+    srv_fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    fixture_start(f, topics, ls, 0);
+    *state = f;
+    return 0;
+}
+
+int fixture_teardown(void **state)
+{
+    srv_fixture_t *f = *state;
+    fixture_stop(f);
+    free(f);
+    return 0;
+}
+
 void free_msg(void *m)
 {
     if (m)

@@ -33,6 +33,10 @@ typedef struct srv_fixture {
 /* Starts a server (topics, log streams per topic, byte limit 0 = default) and a client. */
 void fixture_start(srv_fixture_t *f, int32_t topics, int32_t ls, uint64_t max_bytes);
 void fixture_stop(srv_fixture_t *f);
+/* cmocka setup/teardown halves: a heap fixture with a server of topics x ls log streams in
+ * *state, and its release. */
+int fixture_setup(void **state, int32_t topics, int32_t ls);
+int fixture_teardown(void **state);
 
 void free_msg(void *m);
 

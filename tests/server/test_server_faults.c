@@ -15,19 +15,12 @@
 
 static int setup(void **state)
 {
-    srv_fixture_t *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    fixture_start(f, 1, 2, 0);
-    *state = f;
-    return 0;
+    return fixture_setup(state, 1, 2);
 }
 
 static int teardown(void **state)
 {
-    srv_fixture_t *f = *state;
-    fixture_stop(f);
-    free(f);
-    return 0;
+    return fixture_teardown(state);
 }
 
 static varlog_err_t cluster_info(srv_fixture_t *f, int64_t timeout_ms, rpc_status_t *st)

@@ -17,19 +17,12 @@
 
 static int setup(void **state)
 {
-    srv_fixture_t *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    fixture_start(f, 2, 2, 0); /* topic 1: LS 1, 2; topic 2: LS 3, 4 */
-    *state = f;
-    return 0;
+    return fixture_setup(state, 2, 2); /* topic 1: LS 1, 2; topic 2: LS 3, 4 */
 }
 
 static int teardown(void **state)
 {
-    srv_fixture_t *f = *state;
-    fixture_stop(f);
-    free(f);
-    return 0;
+    return fixture_teardown(state);
 }
 
 /* Pipelined batches on one stream get one response each, in order, with consecutive GLSN

@@ -18,19 +18,12 @@
 
 static int setup(void **state)
 {
-    srv_fixture_t *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    fixture_start(f, 2, 3, 0); /* topic 1: LS 1-3; topic 2: LS 4-6 */
-    *state = f;
-    return 0;
+    return fixture_setup(state, 2, 3); /* topic 1: LS 1-3; topic 2: LS 4-6 */
 }
 
 static int teardown(void **state)
 {
-    srv_fixture_t *f = *state;
-    fixture_stop(f);
-    free(f);
-    return 0;
+    return fixture_teardown(state);
 }
 
 static Varlog__Mrpb__GetClusterInfoResponse *cluster_info_at(rpc_client_t *c, const char *addr)
