@@ -594,7 +594,10 @@ static void test_many_stalled_subscribers_bounded_memory(void **state)
                   "subscriber), at most %zu messages queued in the server\n",
                   n, entries * size / 1024, growth, growth / (long)n, max_queued);
     assert_true(max_queued <= n * 8);
-    if (!test_under_valgrind() && !test_under_tsan())
+    /* Buffering every range would take 1 GiB; lazy production takes about 120 MiB. Under
+     * valgrind, TSan and ASan resident memory measures their allocators, not ours; the
+     * server-side queue bound above holds everywhere. */
+    if (!test_under_valgrind() && !test_under_tsan() && !test_under_asan())
         assert_true(growth < 256 * 1024);
 
     /* They still work: one of them reads its whole range. */

@@ -104,6 +104,21 @@ bool test_under_tsan(void)
 #endif
 }
 
+bool test_under_asan(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return true;
+#else
+    return false;
+#endif
+#else
+    return false;
+#endif
+}
+
 long test_scale(long n, long div)
 {
     if (!test_under_valgrind() && !test_under_tsan())
