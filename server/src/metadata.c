@@ -17,11 +17,12 @@ static void cluster_info(struct varlog_server *srv, rpc_server_call_t *call,
                          const ProtobufCMessage *req)
 {
     (void)req;
-    char peer[80];
-    snprintf(peer, sizeof(peer), "http://%s", srv->address);
+    char address[64], peer[80];
+    server_address(srv, address, sizeof(address));
+    snprintf(peer, sizeof(peer), "http://%s", address);
     Varlog__Mrpb__ClusterInfo__Member member = VARLOG__MRPB__CLUSTER_INFO__MEMBER__INIT;
     member.peer = peer;
-    member.endpoint = srv->address;
+    member.endpoint = address;
     Varlog__Mrpb__ClusterInfo__MembersEntry entry = VARLOG__MRPB__CLUSTER_INFO__MEMBERS_ENTRY__INIT;
     entry.key = MR_NODE_ID;
     entry.value = &member;
@@ -50,9 +51,11 @@ static void get_metadata(struct varlog_server *srv, rpc_server_call_t *call,
                          const ProtobufCMessage *req)
 {
     (void)req;
+    char address[64];
+    server_address(srv, address, sizeof(address));
     Varlog__Varlogpb__StorageNode sn = VARLOG__VARLOGPB__STORAGE_NODE__INIT;
     sn.storage_node_id = STORAGE_NODE_ID;
-    sn.address = srv->address;
+    sn.address = address;
     Google__Protobuf__Timestamp created = GOOGLE__PROTOBUF__TIMESTAMP__INIT;
     created.seconds = srv->start_unix;
     char *paths[1] = {replica_path};

@@ -78,6 +78,7 @@ varlog_err_t varlog_server_start(const varlog_server_opts_t *opts, varlog_server
     faults_init(&srv->faults);
     timer_init(&srv->timer);
     pthread_mutex_init(&srv->life_mu, NULL);
+    pthread_mutex_init(&srv->addr_mu, NULL);
     srv->start_unix = (int64_t)time(NULL);
     for (int i = 0; i < M_COUNT; i++) {
         srv->ctx[i].srv = srv;
@@ -94,7 +95,9 @@ varlog_err_t varlog_server_start(const varlog_server_opts_t *opts, varlog_server
         srv->port = rpc_server_port(srv->rpc);
         /* Restarts bind the same port, so clients keep their address. */
         snprintf(srv->listen, sizeof(srv->listen), LISTEN_HOST ":%d", srv->port);
+        pthread_mutex_lock(&srv->addr_mu);
         snprintf(srv->address, sizeof(srv->address), LISTEN_HOST ":%d", srv->port);
+        pthread_mutex_unlock(&srv->addr_mu);
     }
     pthread_mutex_unlock(&srv->life_mu);
     if (err != VARLOG_OK) {
@@ -103,6 +106,13 @@ varlog_err_t varlog_server_start(const varlog_server_opts_t *opts, varlog_server
     }
     *out = srv;
     return VARLOG_OK;
+}
+
+void server_address(struct varlog_server *srv, char *buf, size_t size)
+{
+    pthread_mutex_lock(&srv->addr_mu);
+    snprintf(buf, size, "%s", srv->address);
+    pthread_mutex_unlock(&srv->addr_mu);
 }
 
 const char *varlog_server_address(const varlog_server_t *srv)
@@ -148,6 +158,7 @@ void varlog_server_destroy(varlog_server_t *srv)
         halt_locked(srv);
     pthread_mutex_unlock(&srv->life_mu);
     pthread_mutex_destroy(&srv->life_mu);
+    pthread_mutex_destroy(&srv->addr_mu);
     timer_destroy(&srv->timer);
     faults_destroy(&srv->faults);
     store_destroy(&srv->store);

@@ -196,6 +196,9 @@ struct method_ctx {
 };
 
 struct varlog_server {
+    /* "127.0.0.1:PORT", known only once the listener is bound, which is after handlers may
+     * already run: written and read under addr_mu (a leaf lock), via server_address(). */
+    pthread_mutex_t addr_mu;
     char address[64];
     char listen[64];
     int port;
@@ -233,5 +236,8 @@ typedef struct server_stats {
     size_t queued_sends; /* messages queued in the transport for them, in flight included */
 } server_stats_t;
 void server_stats(struct varlog_server *srv, server_stats_t *out);
+
+/* Copies the server's address ("" until the listener is bound) into buf. Any thread. */
+void server_address(struct varlog_server *srv, char *buf, size_t size);
 
 #endif
