@@ -113,10 +113,11 @@ static void test_delay(void **state)
     assert_int_equal(cluster_info(f, T_TIMEOUT, NULL), VARLOG_OK);
     assert_true(test_now_ms() - t0 >= d);
     assert_int_equal(cluster_info(f, 30, NULL), VARLOG_ERR_RPC_DEADLINE_EXCEEDED);
+    /* Clearing must remove the delay: a call after clearing a 60 s delay answers well within
+     * its (shorter) deadline, with a margin no loaded machine erodes. */
+    assert_int_equal(varlog_server_delay(f->srv, M_PATH_CLUSTER_INFO, 60000), VARLOG_OK);
     assert_int_equal(varlog_server_delay(f->srv, M_PATH_CLUSTER_INFO, 0), VARLOG_OK);
-    t0 = test_now_ms();
     assert_int_equal(cluster_info(f, T_TIMEOUT, NULL), VARLOG_OK);
-    assert_true(test_now_ms() - t0 < d);
 
     assert_int_equal(varlog_server_delay(f->srv, M_PATH_APPEND, 50), VARLOG_OK);
     uint64_t g[3];
