@@ -1,6 +1,10 @@
 #include "varlog/error.h"
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+
+#include "errtext.h"
 
 struct err_desc {
     varlog_err_t err;
@@ -22,6 +26,10 @@ static const struct err_desc err_table[] = {
     {VARLOG_ERR_DECODE, "ERR_DECODE", "malformed message from peer", false},
     {VARLOG_ERR_ENCODE, "ERR_ENCODE", "message could not be encoded", false},
     {VARLOG_ERR_STATE, "ERR_STATE", "operation not allowed in the current state", false},
+    {VARLOG_ERR_UNKNOWN_TOPIC, "ERR_UNKNOWN_TOPIC", "unknown topic", false},
+    {VARLOG_ERR_UNKNOWN_LOG_STREAM, "ERR_UNKNOWN_LOG_STREAM", "unknown log stream", false},
+    {VARLOG_ERR_NO_LOG_STREAM, "ERR_NO_LOG_STREAM", "no appendable log stream in the topic",
+     true},
     {VARLOG_ERR_RPC_CANCELLED, "ERR_RPC_CANCELLED", "rpc cancelled", false},
     {VARLOG_ERR_RPC_UNKNOWN, "ERR_RPC_UNKNOWN", "rpc failed: unknown error", false},
     {VARLOG_ERR_RPC_INVALID_ARGUMENT, "ERR_RPC_INVALID_ARGUMENT", "rpc failed: invalid argument",
@@ -72,4 +80,27 @@ bool varlog_err_is_retriable(varlog_err_t err)
 {
     const struct err_desc *d = err_lookup(err);
     return d ? d->retriable : false;
+}
+
+/* Per-thread so that a client shared by threads never mixes their reasons. */
+static _Thread_local char last_error[512];
+
+const char *varlog_last_error(void)
+{
+    return last_error;
+}
+
+varlog_err_t errtext_set(varlog_err_t err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+void errtext_copy(char *dst, size_t size)
+{
+    if (dst && size > 0)
+        snprintf(dst, size, "%s", last_error);
 }

@@ -54,7 +54,7 @@ fail:
     return VARLOG_ERR_INTERNAL;
 }
 
-void rpc_client_destroy(rpc_client_t *c)
+void rpc_client_shutdown(rpc_client_t *c)
 {
     if (!c)
         return;
@@ -86,7 +86,13 @@ void rpc_client_destroy(rpc_client_t *c)
         rpc_stream_unref(streams[i]);
     }
     free(streams);
+}
 
+void rpc_client_destroy(rpc_client_t *c)
+{
+    if (!c)
+        return;
+    rpc_client_shutdown(c);
     pthread_mutex_lock(&c->mu);
     while (c->n_calls > 0)
         pthread_cond_wait(&c->calls_drained, &c->mu);

@@ -36,6 +36,12 @@ varlog_err_t rpc_client_new(rpc_client_t **out);
  * cancellation completes every operation promptly. Must not be called from the I/O thread. */
 void rpc_client_destroy(rpc_client_t *c);
 
+/* Cancels every call still running and makes later calls fail with CLOSED, without freeing
+ * anything: threads still inside rpc_* functions return promptly and the client stays valid
+ * until rpc_client_destroy. Idempotent; any thread but the I/O thread; does not block on
+ * the network. */
+void rpc_client_shutdown(rpc_client_t *c);
+
 /* Calls currently known to the client (unary and streams not yet finished). */
 size_t rpc_client_live_calls(rpc_client_t *c);
 
@@ -84,6 +90,12 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
  * STATE after rpc_stream_close_send or on a server stream, ENCODE, NOMEM. */
 varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg);
 
+/* BIDI: as rpc_stream_send for a message already encoded as the concatenation of head and
+ * body (both copied; either may be empty). Lets a caller encode a large, fixed part once
+ * and vary a small header between attempts. Errors as rpc_stream_send. */
+varlog_err_t rpc_stream_send_encoded(rpc_stream_t *s, const void *head, size_t head_len,
+                                     const void *body, size_t body_len);
+
 /* BIDI: half-closes after every queued message was sent. Any thread. Errors as send. */
 varlog_err_t rpc_stream_close_send(rpc_stream_t *s);
 
@@ -101,6 +113,10 @@ const rpc_status_t *rpc_stream_status(rpc_stream_t *s);
 
 /* Messages queued for sending and not yet completed by gRPC, including the one in flight. */
 size_t rpc_stream_pending_sends(rpc_stream_t *s);
+
+/* Messages gRPC reported as handed to the transport (send completed successfully). A
+ * message counted here may have reached the server; one not counted never did. */
+size_t rpc_stream_sent(rpc_stream_t *s);
 
 /* Messages received and waiting for rpc_stream_recv. */
 size_t rpc_stream_buffered(rpc_stream_t *s);

@@ -31,6 +31,7 @@ struct rpc_stream {
     bool send_busy;
     bool close_requested, close_started;
     bool send_failed; /* gRPC failed a send batch: the call is broken, its status will say why */
+    size_t sent;      /* messages whose send completed successfully */
 
     /* receive side: one RECV_MESSAGE outstanding while `received` has room */
     grpc_metadata_array initial_md;
@@ -189,6 +190,7 @@ static void on_send_done(struct rpc_tag *tag, bool ok)
     if (s->in_flight) {
         grpc_byte_buffer_destroy(s->in_flight);
         s->in_flight = NULL;
+        s->sent += ok;
     }
     if (!ok)
         s->send_failed = true;
@@ -269,12 +271,7 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     s->details = grpc_empty_slice();
     rpc_status_init(&s->status);
     pthread_mutex_init(&s->mu, NULL);
-    /* rpc_stream_recv computes its deadlines on the monotonic clock. */
-    pthread_condattr_t cattr;
-    pthread_condattr_init(&cattr);
-    pthread_condattr_setclock(&cattr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->readable, &cattr);
-    pthread_condattr_destroy(&cattr);
+    wire_cond_init(&s->readable);
     grpc_metadata_array_init(&s->initial_md);
     grpc_metadata_array_init(&s->trailing_md);
 
@@ -376,6 +373,21 @@ static varlog_err_t send_refusal_locked(const rpc_stream_t *s)
     return VARLOG_OK;
 }
 
+/* Queues bb (consumed whatever the outcome). */
+static varlog_err_t send_buffer(rpc_stream_t *s, grpc_byte_buffer *bb)
+{
+    pthread_mutex_lock(&s->mu);
+    varlog_err_t err = send_refusal_locked(s);
+    if (err == VARLOG_OK && !bb_fifo_push(&s->to_send, bb))
+        err = VARLOG_ERR_NOMEM;
+    if (err == VARLOG_OK)
+        pump_send_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (err != VARLOG_OK)
+        grpc_byte_buffer_destroy(bb);
+    return err;
+}
+
 varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg)
 {
     if (!s || !msg)
@@ -389,16 +401,27 @@ varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg)
     grpc_byte_buffer *bb = wire_pack(msg);
     if (!bb)
         return VARLOG_ERR_NOMEM;
+    return send_buffer(s, bb);
+}
+
+varlog_err_t rpc_stream_send_encoded(rpc_stream_t *s, const void *head, size_t head_len,
+                                     const void *body, size_t body_len)
+{
+    if (!s || (!head && head_len) || (!body && body_len))
+        return VARLOG_ERR_INVALID_ARG;
     pthread_mutex_lock(&s->mu);
-    err = send_refusal_locked(s);
-    if (err == VARLOG_OK && !bb_fifo_push(&s->to_send, bb))
-        err = VARLOG_ERR_NOMEM;
-    if (err == VARLOG_OK)
-        pump_send_locked(s);
+    varlog_err_t err = send_refusal_locked(s);
     pthread_mutex_unlock(&s->mu);
     if (err != VARLOG_OK)
-        grpc_byte_buffer_destroy(bb);
-    return err;
+        return err;
+    grpc_slice slices[2] = {grpc_slice_from_copied_buffer(head, head_len),
+                            grpc_slice_from_copied_buffer(body, body_len)};
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(slices, 2);
+    grpc_slice_unref(slices[0]);
+    grpc_slice_unref(slices[1]);
+    if (!bb)
+        return VARLOG_ERR_NOMEM;
+    return send_buffer(s, bb);
 }
 
 varlog_err_t rpc_stream_close_send(rpc_stream_t *s)
@@ -413,17 +436,6 @@ varlog_err_t rpc_stream_close_send(rpc_stream_t *s)
     }
     pthread_mutex_unlock(&s->mu);
     return err;
-}
-
-static void abs_deadline(struct timespec *ts, int64_t timeout_ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += (time_t)(timeout_ms / 1000);
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
 }
 
 varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessage **msg)
@@ -480,6 +492,14 @@ size_t rpc_stream_pending_sends(rpc_stream_t *s)
 {
     pthread_mutex_lock(&s->mu);
     size_t n = s->to_send.count + (s->in_flight ? 1 : 0);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+size_t rpc_stream_sent(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t n = s->sent;
     pthread_mutex_unlock(&s->mu);
     return n;
 }

@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+#include <time.h>
 
 #include <grpc/grpc.h>
 #include <protobuf-c/protobuf-c.h>
@@ -85,6 +87,12 @@ char *wire_slice_strdup(grpc_slice slice);
 gpr_timespec wire_deadline(int64_t timeout_ms);
 /* Milliseconds on the monotonic clock, for bookkeeping. */
 int64_t wire_now_ms(void);
+
+/* Condition variables of the client and server wait on the monotonic clock, so that their
+ * timeouts survive wall-clock steps: initialise them with wire_cond_init and compute the
+ * absolute time for pthread_cond_timedwait with abs_deadline (timeout_ms >= 0 from now). */
+void wire_cond_init(pthread_cond_t *cv);
+void abs_deadline(struct timespec *ts, int64_t timeout_ms);
 
 /* Channel arguments used by both sides: no message size limits (Varlog allows 2 GiB), Go
  * style keepalive. Points at static storage; the caller must not free it. */

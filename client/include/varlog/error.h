@@ -33,6 +33,9 @@ typedef enum varlog_err {
     VARLOG_ERR_DECODE = -8,      /* a message from the peer could not be decoded */
     VARLOG_ERR_ENCODE = -9,      /* a message could not be encoded */
     VARLOG_ERR_STATE = -10,      /* the call is not allowed in the object's current state */
+    VARLOG_ERR_UNKNOWN_TOPIC = -11,      /* the cluster's metadata has no such topic */
+    VARLOG_ERR_UNKNOWN_LOG_STREAM = -12, /* the topic has no such log stream */
+    VARLOG_ERR_NO_LOG_STREAM = -13, /* every log stream of the topic is denied for now */
 
     /* remote: gRPC status codes */
     VARLOG_ERR_RPC_CANCELLED = 1,
@@ -68,6 +71,13 @@ VARLOG_API const char *varlog_err_name(varlog_err_t err);
 /* True when the same operation may succeed if repeated later without any change by the
  * caller (a transient condition such as UNAVAILABLE or QUEUE_FULL). Any thread. */
 VARLOG_API bool varlog_err_is_retriable(varlog_err_t err);
+
+/* The text of the most recent failure of a libvarlog call made by the calling thread: what
+ * was wrong and where, e.g. "record 2 of 3 is empty (records need at least one byte)".
+ * Each failing call replaces it; successful calls leave it alone, so read it right after
+ * the failure. Never NULL ("" before any failure). The buffer belongs to the thread and
+ * stays valid until its next libvarlog call. Does not block. */
+VARLOG_API const char *varlog_last_error(void);
 
 #ifdef __cplusplus
 }

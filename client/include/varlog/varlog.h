@@ -5,5 +5,8 @@
 #include "varlog/export.h"
 #include "varlog/error.h"
 #include "varlog/version.h"
+#include "varlog/log.h"
+#include "varlog/conf.h"
+#include "varlog/client.h"
 
 #endif

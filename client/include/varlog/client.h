@@ -1,0 +1,162 @@
+#ifndef VARLOG_CLIENT_H
+#define VARLOG_CLIENT_H
+
+/*
+ * The client: one handle per Varlog cluster, safe to share by any number of threads.
+ *
+ * Threads a client owns: one gRPC I/O thread ("varlog-io", runs no user code), one metadata
+ * thread ("varlog-meta", periodic refresh; runs the log callback) and up to `retry.workers`
+ * retry workers (run append retries and the log callback). Synchronous calls run their
+ * first attempt on the caller's thread.
+ *
+ * Errors: every call returns a varlog_err_t; varlog_last_error() gives the calling thread's
+ * text for the last failure.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varlog/conf.h"
+#include "varlog/error.h"
+#include "varlog/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct varlog_client varlog_client_t;
+
+/* One record to append: len bytes at data (len >= 1). Borrowed by the call. */
+typedef struct varlog_record {
+    const void *data;
+    size_t len;
+} varlog_record_t;
+
+/* Where an entry landed: its topic, log stream, global (GLSN) and local (LLSN) positions. */
+typedef struct varlog_entry_meta {
+    int32_t topic_id;
+    int32_t log_stream_id;
+    uint64_t glsn;
+    uint64_t llsn;
+} varlog_entry_meta_t;
+
+/* What an append call knows about its records when it returns. */
+typedef enum varlog_outcome {
+    VARLOG_APPENDED = 0,     /* stored; the metas are filled in */
+    VARLOG_NOT_APPENDED = 1, /* certainly not stored: safe to retry */
+    /* perhaps stored: a request reached the network and its answer was lost (timeout,
+     * broken connection, client closed). Retrying may store the records twice. */
+    VARLOG_MAYBE_APPENDED = 2,
+} varlog_outcome_t;
+
+/* "APPENDED", "NOT_APPENDED", "MAYBE_APPENDED"; "?" otherwise. Static; any thread. */
+VARLOG_API const char *varlog_outcome_name(varlog_outcome_t outcome);
+
+/*
+ * Opens a client: checks the configuration across properties, then discovers the cluster
+ * through `metadata.addresses` (GetClusterInfo on each seed, then GetMetadata on a member)
+ * within `open.timeout.ms`, and starts the client's threads.
+ *
+ * Ownership: on success the client takes *conf and sets *conf to NULL; on failure *conf is
+ * left to the caller. *out receives the client (free with varlog_client_destroy).
+ * Blocks: yes, for discovery. The log callback may run on this thread.
+ * Errors (errstr, optional, and varlog_last_error() say which property or server):
+ * INVALID_ARG (NULL arguments, a cross-property rule broken, metadata.addresses unset),
+ * RPC_* codes or TIMED_OUT when no seed gives valid cluster information or metadata in time
+ * (the last failure's code), STATE (the cluster id differs from cluster.id), NOMEM,
+ * INTERNAL (a thread could not be started).
+ */
+VARLOG_API varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out,
+                                          char *errstr, size_t errstr_size);
+
+/*
+ * Closes the client: new calls fail with CLOSED, calls in progress on other threads are
+ * cancelled and each returns exactly once (CLOSED, or their result if it arrived first; an
+ * append whose request was sent reports MAYBE_APPENDED), then every thread is joined and
+ * everything freed. No log callback runs after it returns. Blocks for a bounded time (calls
+ * in progress end promptly when cancelled). Accepts NULL. Must not be called from a log
+ * callback, and the client must not be used once it returned.
+ */
+VARLOG_API void varlog_client_destroy(varlog_client_t *client);
+
+/*
+ * Fetches the cluster metadata now (GetMetadata) and replaces the client's view when it
+ * changed. Blocks for at most timeout_ms (-1 = metadata.call.timeout.ms). Concurrent
+ * refreshes share one call. Errors: INVALID_ARG, CLOSED, TIMED_OUT, RPC_* codes.
+ */
+VARLOG_API varlog_err_t varlog_client_refresh(varlog_client_t *client, int64_t timeout_ms);
+
+/* The applied index of the metadata the client currently uses. Does not block. 0 for NULL. */
+VARLOG_API uint64_t varlog_client_applied_index(varlog_client_t *client);
+
+/*
+ * Lists ids from the client's current metadata view (no network call): topics, the log
+ * streams of a topic, or the log streams varlog_append may pick now (the topic's log streams
+ * minus the ones denied after a failure). Up to cap ids are written to ids (may be NULL
+ * when cap is 0), in increasing order; *n receives the total count, which may exceed cap.
+ * Does not block beyond a brief internal lock.
+ * Errors: INVALID_ARG (NULL client or n, NULL ids with cap > 0), UNKNOWN_TOPIC, CLOSED.
+ */
+VARLOG_API varlog_err_t varlog_client_topics(varlog_client_t *client, int32_t *ids, size_t cap,
+                                             size_t *n);
+VARLOG_API varlog_err_t varlog_client_log_streams(varlog_client_t *client, int32_t topic_id,
+                                                  int32_t *ids, size_t cap, size_t *n);
+VARLOG_API varlog_err_t varlog_client_appendable_log_streams(varlog_client_t *client,
+                                                             int32_t topic_id, int32_t *ids,
+                                                             size_t cap, size_t *n);
+
+/*
+ * Appends n records as one batch to one log stream of topic_id, chosen round robin among
+ * the topic's log streams that are not denied. The batch is stored atomically with
+ * consecutive GLSNs and LLSNs in one log stream, or not at all.
+ *
+ * A failed attempt is retried (up to `append.retries` times, with jittered exponential
+ * backoff, within timeout_ms) when the records were certainly not stored, or also after an
+ * ambiguous failure when `append.retry.maybe.appended` is true. Before each retry the client
+ * refreshes its metadata; concurrent retries share that lookup (`lookup.batch.size`). A log
+ * stream that fails for reasons of its own (sealed, unreachable, unknown to its node) is
+ * denied for `append.deny.ttl.ms` and the retry picks another; a call's own timeout or the
+ * client's closing never denies a log stream.
+ *
+ * Ownership: records and their bytes are borrowed for the call. metas (optional, n entries)
+ * receives each record's position on success; outcome (optional) receives what is known
+ * about the records whatever the result.
+ * Blocks: yes, up to timeout_ms (-1 = no deadline: bounded by the retries; 0 is refused).
+ * Errors: INVALID_ARG (NULL client or records, n == 0, an empty record, a record above
+ * append.record.max.bytes, more than append.batch.max.records records or
+ * append.batch.max.bytes bytes, timeout_ms 0 or below -1), UNKNOWN_TOPIC (also after a
+ * refresh), NO_LOG_STREAM (every log stream denied), SEALED, TIMED_OUT, CLOSED, NOMEM,
+ * RPC_* codes of the last attempt.
+ */
+VARLOG_API varlog_err_t varlog_append(varlog_client_t *client, int32_t topic_id,
+                                      const varlog_record_t *records, size_t n, int64_t timeout_ms,
+                                      varlog_entry_meta_t *metas, varlog_outcome_t *outcome);
+
+/*
+ * As varlog_append, but to the given log stream; retries go to the same log stream. A
+ * sealed log stream fails with SEALED once the refreshed metadata confirms it is sealed.
+ * Errors: as varlog_append, with UNKNOWN_LOG_STREAM instead of NO_LOG_STREAM.
+ */
+VARLOG_API varlog_err_t varlog_append_to(varlog_client_t *client, int32_t topic_id,
+                                         int32_t log_stream_id, const varlog_record_t *records,
+                                         size_t n, int64_t timeout_ms, varlog_entry_meta_t *metas,
+                                         varlog_outcome_t *outcome);
+
+/* Counters since the client was opened. */
+typedef struct varlog_client_stats {
+    uint64_t appends_ok;        /* append calls that stored their records */
+    uint64_t appends_failed;    /* append calls that returned an error */
+    uint64_t append_attempts;   /* Append RPCs started (first attempts and retries) */
+    uint64_t append_retries;    /* attempts after the first */
+    uint64_t lookups;           /* metadata lookups requested by retries */
+    uint64_t metadata_fetches;  /* GetMetadata calls made (refreshes and lookups) */
+    uint64_t metadata_updates;  /* times the view changed (a new applied index) */
+    uint64_t denials;           /* log streams put on the deny list */
+} varlog_client_stats_t;
+
+/* Copies the counters into *out. Does not block. Errors: INVALID_ARG (NULL). */
+VARLOG_API varlog_err_t varlog_client_stats(varlog_client_t *client, varlog_client_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,696 @@
+/* Synchronous Append / AppendTo: the first attempt on the caller's thread, retries as one
+ * task on the client's pool engine, each retry preceded by a metadata lookup that concurrent
+ * retries share through the pool batcher. Each call reports whether its records were
+ * stored, certainly not stored, or perhaps stored. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "errtext.h"
+#include "snpb/log_io.pb-c.h"
+#include "wire.h"
+
+/* One append call, shared by the caller and its retry task: reference counted, because a
+ * caller that reaches its deadline returns while the task finishes on its own. */
+typedef struct append_op {
+    atomic_int refs;
+    varlog_client_t *c;
+    int32_t topic_id;
+    int32_t fixed_log_stream; /* 0 = pick one per attempt */
+    size_t n;
+    uint8_t *body; /* the records, encoded once as AppendRequest's payload fields */
+    size_t body_len;
+    int64_t deadline_ms; /* -1 = none */
+    uint64_t rng;        /* retry jitter, touched by the retry task only */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;             /* the result below is final */
+    bool abandoned;        /* the caller left at its deadline */
+    bool maybe;            /* some attempt may have stored the records */
+    bool attempt_inflight; /* an attempt's request is on its way */
+    unsigned attempts;
+    varlog_err_t err;
+    char errtext[384];
+    varlog_entry_meta_t *metas;
+} append_op_t;
+
+/* What one attempt taught us. */
+typedef struct attempt_result {
+    varlog_err_t err;
+    bool ambiguous; /* the request may have been stored */
+    bool deny;      /* the log stream itself failed: skip it for a while */
+    bool retriable;
+} attempt_result_t;
+
+/* ---- encoding ------------------------------------------------------------------------------ */
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* AppendRequest field 3 (repeated bytes payload) for every record. */
+static uint8_t *encode_payloads(const varlog_record_t *records, size_t n, size_t *len)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += 1 + varint_len(records[i].len) + records[i].len;
+    uint8_t *buf = malloc(total ? total : 1);
+    if (!buf)
+        return NULL;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        buf[off++] = (3 << 3) | 2;
+        off += put_varint(buf + off, records[i].len);
+        memcpy(buf + off, records[i].data, records[i].len);
+        off += records[i].len;
+    }
+    *len = off;
+    return buf;
+}
+
+/* AppendRequest fields 1 and 2 (int32 ids are varints; ids are >= 1). */
+static size_t encode_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id)
+{
+    size_t off = 0;
+    p[off++] = (1 << 3) | 0;
+    off += put_varint(p + off, (uint64_t)(int64_t)topic_id);
+    p[off++] = (2 << 3) | 0;
+    off += put_varint(p + off, (uint64_t)(int64_t)log_stream_id);
+    return off;
+}
+
+/* ---- the op ---------------------------------------------------------------------------- */
+
+static void op_unref(append_op_t *op)
+{
+    if (atomic_fetch_sub_explicit(&op->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    pthread_cond_destroy(&op->cv);
+    pthread_mutex_destroy(&op->mu);
+    free(op->metas);
+    free(op->body);
+    free(op);
+}
+
+/* Settles the op's result once; later calls change nothing. */
+static void op_finish(append_op_t *op, varlog_err_t err, const char *text)
+{
+    pthread_mutex_lock(&op->mu);
+    if (!op->done) {
+        op->done = true;
+        op->err = err;
+        if (text && text != op->errtext)
+            snprintf(op->errtext, sizeof(op->errtext), "%s", text);
+        pthread_cond_broadcast(&op->cv);
+    }
+    pthread_mutex_unlock(&op->mu);
+}
+
+/* ---- one attempt --------------------------------------------------------------------------- */
+
+static void classify(append_op_t *op, varlog_err_t err, const char *msg, bool sent,
+                     attempt_result_t *r)
+{
+    varlog_client_t *c = op->c;
+    r->err = err;
+    r->ambiguous = sent;
+    r->deny = false;
+    r->retriable = false;
+    switch (err) {
+    case VARLOG_ERR_CLOSED:
+    case VARLOG_ERR_RPC_CANCELLED:
+        if (client_closing(c)) {
+            r->err = VARLOG_ERR_CLOSED;
+            return;
+        }
+        r->deny = r->retriable = true;
+        return;
+    case VARLOG_ERR_TIMED_OUT:
+    case VARLOG_ERR_RPC_DEADLINE_EXCEEDED:
+        if (client_remaining_ms(op->deadline_ms) == 0) {
+            /* The caller's own deadline: says nothing about the log stream. */
+            r->err = VARLOG_ERR_TIMED_OUT;
+            return;
+        }
+        r->deny = r->retriable = true;
+        return;
+    case VARLOG_ERR_RPC_FAILED_PRECONDITION:
+        /* Varlog's sealed (and sealing, learning) log streams; Go matches the word. */
+        r->ambiguous = false;
+        r->deny = true;
+        r->retriable = strstr(msg, "sealed") != NULL;
+        if (r->retriable)
+            r->err = VARLOG_ERR_SEALED;
+        return;
+    case VARLOG_ERR_RPC_NOT_FOUND:         /* the replica is not on that node (stale metadata) */
+    case VARLOG_ERR_RPC_RESOURCE_EXHAUSTED: /* refused before storing */
+        r->ambiguous = false;
+        r->deny = r->retriable = true;
+        return;
+    case VARLOG_ERR_RPC_UNAVAILABLE:
+        if (strstr(msg, "not primary"))
+            r->ambiguous = false;
+        r->deny = r->retriable = true;
+        return;
+    case VARLOG_ERR_RPC_INVALID_ARGUMENT:
+    case VARLOG_ERR_RPC_ALREADY_EXISTS:
+    case VARLOG_ERR_RPC_PERMISSION_DENIED:
+    case VARLOG_ERR_RPC_OUT_OF_RANGE:
+    case VARLOG_ERR_RPC_UNIMPLEMENTED:
+    case VARLOG_ERR_RPC_UNAUTHENTICATED:
+        r->ambiguous = false; /* the server refused the request as such */
+        return;
+    case VARLOG_ERR_DECODE:
+        r->ambiguous = true; /* an answer came but could not be read */
+        return;
+    case VARLOG_ERR_NOMEM:
+    case VARLOG_ERR_ENCODE:
+    case VARLOG_ERR_INTERNAL:
+        r->retriable = err == VARLOG_ERR_NOMEM;
+        return;
+    default: /* UNKNOWN ("closed" replica), INTERNAL, ABORTED, DATA_LOSS from the server */
+        r->deny = r->retriable = true;
+        return;
+    }
+}
+
+static void fill_metas(append_op_t *op, const Varlog__Snpb__AppendResponse *resp,
+                       attempt_result_t *r)
+{
+    if (resp->n_results != op->n) {
+        r->err = errtext_set(VARLOG_ERR_DECODE, "%zu results for %zu records", resp->n_results,
+                             op->n);
+        r->ambiguous = true;
+        return;
+    }
+    for (size_t i = 0; i < op->n; i++) {
+        const Varlog__Snpb__AppendResult *res = resp->results[i];
+        if (res && res->error && res->error[0]) {
+            /* Servers before v0.26 reported a failed suffix of the batch this way. */
+            r->err = errtext_set(VARLOG_ERR_RPC_UNKNOWN, "record %zu: %s", i, res->error);
+            r->ambiguous = true;
+            return;
+        }
+        if (!res || !res->meta) {
+            r->err = errtext_set(VARLOG_ERR_DECODE, "result %zu without metadata", i);
+            r->ambiguous = true;
+            return;
+        }
+        op->metas[i].topic_id = res->meta->topic_id;
+        op->metas[i].log_stream_id = res->meta->log_stream_id;
+        op->metas[i].glsn = res->meta->glsn;
+        op->metas[i].llsn = res->meta->llsn;
+    }
+}
+
+/* Sends the batch to one log stream's primary and waits for its answer. */
+static void attempt(append_op_t *op, attempt_result_t *r)
+{
+    varlog_client_t *c = op->c;
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_lock(&op->mu);
+    unsigned nth = ++op->attempts;
+    pthread_mutex_unlock(&op->mu);
+    atomic_fetch_add(&c->stats.append_attempts, 1);
+
+    md_view_t *v = md_current(c);
+    int32_t ls = op->fixed_log_stream;
+    varlog_err_t err = VARLOG_OK;
+    if (!ls) {
+        err = allowlist_pick(&c->allow, op->topic_id, wire_now_ms(), &ls);
+        if (err != VARLOG_OK) {
+            r->err = errtext_set(err, "topic %d: %s", op->topic_id,
+                                 err == VARLOG_ERR_NO_LOG_STREAM
+                                     ? "every log stream is denied after failures"
+                                     : "not in the metadata");
+            r->retriable = err == VARLOG_ERR_NO_LOG_STREAM;
+            goto out;
+        }
+    }
+    const md_log_stream_t *l = md_view_log_stream(v, op->topic_id, ls);
+    if (!l) {
+        r->err = errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
+                             "log stream %d of topic %d is not in the metadata", ls,
+                             op->topic_id);
+        r->retriable = !op->fixed_log_stream; /* the allow list lags the view */
+        goto out;
+    }
+    if (op->fixed_log_stream && l->sealed && nth > 1) {
+        /* Fresh metadata confirms it: retrying the same log stream cannot succeed. */
+        r->err = errtext_set(VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", ls,
+                             op->topic_id);
+        goto out;
+    }
+    if (!l->primary) {
+        r->err = errtext_set(VARLOG_ERR_RPC_UNAVAILABLE,
+                             "log stream %d of topic %d: its primary has no known address", ls,
+                             op->topic_id);
+        r->deny = r->retriable = true;
+        goto out;
+    }
+    int64_t left = client_remaining_ms(op->deadline_ms);
+    if (left == 0) {
+        r->err = errtext_set(VARLOG_ERR_TIMED_OUT, "no time left for attempt %u", nth);
+        goto out;
+    }
+    rpc_stream_opts_t so = {.kind = RPC_STREAM_BIDI,
+                            .response = &varlog__snpb__append_response__descriptor,
+                            .recv_window = 1,
+                            .timeout_ms = left};
+    rpc_stream_t *s = NULL;
+    err = rpc_stream_open(c->rpc, l->primary, SN_PATH_APPEND, &so, NULL, &s);
+    ProtobufCMessage *m = NULL;
+    if (err == VARLOG_OK) {
+        uint8_t head[32];
+        size_t head_len = encode_head(head, op->topic_id, ls);
+        pthread_mutex_lock(&op->mu);
+        op->attempt_inflight = true;
+        pthread_mutex_unlock(&op->mu);
+        err = rpc_stream_send_encoded(s, head, head_len, op->body, op->body_len);
+        if (err == VARLOG_OK)
+            err = rpc_stream_close_send(s);
+        /* One request, one response, then cancel: what Go's per-call Append does. */
+        varlog_err_t recv_err = rpc_stream_recv(s, -1, &m);
+        if (err == VARLOG_OK)
+            err = recv_err;
+    }
+    if (err == VARLOG_OK) {
+        r->err = VARLOG_OK;
+        fill_metas(op, (const Varlog__Snpb__AppendResponse *)m, r);
+        protobuf_c_message_free_unpacked(m, NULL);
+    } else {
+        const rpc_status_t *st = s ? rpc_stream_status(s) : NULL;
+        const char *msg = st && st->message ? st->message : "";
+        classify(op, err, msg, s && rpc_stream_sent(s) > 0, r);
+        errtext_set(r->err, "append of %zu records to log stream %d of topic %d at %s "
+                    "(attempt %u): %s%s%s", op->n, ls, op->topic_id, l->primary, nth,
+                    varlog_err_str(err), msg[0] ? ": " : "", msg);
+    }
+    rpc_stream_destroy(s);
+out:
+    pthread_mutex_lock(&op->mu);
+    op->attempt_inflight = false;
+    op->maybe |= r->err != VARLOG_OK && r->ambiguous;
+    if (r->err != VARLOG_OK) {
+        op->err = r->err;
+        errtext_copy(op->errtext, sizeof(op->errtext));
+    }
+    pthread_mutex_unlock(&op->mu);
+    int64_t ttl = c->conf->append_deny_ttl_ms;
+    if (r->err != VARLOG_OK && r->deny && ttl > 0 &&
+        allowlist_deny(&c->allow, op->topic_id, ls, wire_now_ms() + ttl)) {
+        atomic_fetch_add(&c->stats.denials, 1);
+        log_line(&c->log, VARLOG_LOG_NOTICE, VARLOG_LOG_CTX_APPEND,
+                 "log stream %d of topic %d denied for %lld ms: %s", ls, op->topic_id,
+                 (long long)ttl, op->errtext);
+    }
+    md_view_unref(v);
+}
+
+static bool should_retry(append_op_t *op, const attempt_result_t *r)
+{
+    varlog_client_t *c = op->c;
+    if (!r->retriable || client_closing(c) || client_remaining_ms(op->deadline_ms) == 0)
+        return false;
+    if (r->ambiguous && !c->conf->append_retry_maybe_appended)
+        return false;
+    pthread_mutex_lock(&op->mu);
+    bool budget = op->attempts < (unsigned)c->conf->append_retries + 1;
+    pthread_mutex_unlock(&op->mu);
+    return budget;
+}
+
+/* ---- retries on the engine --------------------------------------------------------------- */
+
+static vq_retry_t retry_policy(const varlog_client_t *c, unsigned extra)
+{
+    vq_retry_t p = {.count = extra,
+                    .min_ns = c->conf->append_retry_backoff_ms * 1000000,
+                    .max_ns = c->conf->append_retry_backoff_max_ms * 1000000,
+                    .factor = 2.0,
+                    .jitter = true};
+    return p;
+}
+
+static int retry_handler(vq_ctx_t *ctx, void *arg)
+{
+    append_op_t *op = arg;
+    varlog_client_t *c = op->c;
+    pthread_mutex_lock(&op->mu);
+    bool over = op->done || op->abandoned;
+    pthread_mutex_unlock(&op->mu);
+    if (over)
+        return 0;
+    if (client_closing(c)) {
+        op_finish(op, VARLOG_ERR_CLOSED, "the client closed before the retry");
+        return 0;
+    }
+    if (vq_ctx_attempt(ctx) == 0) {
+        /* The engine spaces its own attempts; the first one waits here. */
+        vq_retry_t p = retry_policy(c, 0);
+        int64_t wait = vq_backoff_ns(&p, 0, &op->rng);
+        int64_t left = client_remaining_ms(op->deadline_ms);
+        if (left >= 0 && wait > left * 1000000)
+            wait = left * 1000000;
+        if (vq_ctx_wait(ctx, wait)) {
+            op_finish(op, VARLOG_ERR_CLOSED, "the client closed during the retry delay");
+            return 0;
+        }
+    }
+    if (client_remaining_ms(op->deadline_ms) == 0) {
+        op_finish(op, VARLOG_ERR_TIMED_OUT, NULL);
+        return 0;
+    }
+    atomic_fetch_add(&c->stats.lookups, 1);
+    vq_batch_item_t item = {.key = op, .bound = vq_now_ns(), .has_bound = true};
+    int lookup = vq_batcher_lookup(c->batcher, &item);
+    if (lookup != 0 && log_enabled(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_RETRY))
+        log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_RETRY,
+                 "lookup before retrying topic %d failed (%s); retrying with the metadata at hand",
+                 op->topic_id, varlog_err_str((varlog_err_t)lookup));
+    atomic_fetch_add(&c->stats.append_retries, 1);
+    attempt_result_t r;
+    attempt(op, &r);
+    if (r.err == VARLOG_OK) {
+        op_finish(op, VARLOG_OK, NULL);
+        return 0;
+    }
+    if (should_retry(op, &r))
+        return VQ_ERR_USER;
+    op_finish(op, r.err, op->errtext);
+    return 0;
+}
+
+static void retry_after(void *arg, int result)
+{
+    append_op_t *op = arg;
+    if (result == VQ_ERR_SHUTDOWN)
+        op_finish(op, VARLOG_ERR_CLOSED, "the client closed before the retry ran");
+    else if (result == VQ_ERR_TIMEOUT)
+        op_finish(op, VARLOG_ERR_TIMED_OUT, "the retry did not finish in time");
+    else {
+        pthread_mutex_lock(&op->mu);
+        varlog_err_t err = op->err;
+        pthread_mutex_unlock(&op->mu);
+        op_finish(op, err, op->errtext);
+    }
+    op_unref(op);
+}
+
+/* Hands the remaining attempts to the engine. Returns false if it refused (the caller then
+ * keeps the first attempt's result). */
+static bool submit_retry(append_op_t *op)
+{
+    varlog_client_t *c = op->c;
+    unsigned extra = (unsigned)c->conf->append_retries - op->attempts; /* after the first */
+    int64_t grace_ms = c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 10000;
+    int64_t left = client_remaining_ms(op->deadline_ms);
+    vq_task_spec_t spec = {.handler = retry_handler,
+                           .arg = op,
+                           .after = retry_after,
+                           /* The handler honours the call's deadline itself; the engine's
+                            * watchdog is only a backstop well beyond it. */
+                           .timeout_ns = left < 0 ? (int64_t)1 << 61 : (left + grace_ms) * 1000000,
+                           .retry = retry_policy(c, extra)};
+    atomic_fetch_add(&op->refs, 1);
+    vq_err_t err = vq_engine_submit(c->engine, &spec);
+    if (err != VQ_OK) {
+        atomic_fetch_sub(&op->refs, 1);
+        log_line(&c->log, VARLOG_LOG_WARNING, VARLOG_LOG_CTX_RETRY,
+                 "retry of an append to topic %d not queued: %s", op->topic_id, vq_err_str(err));
+        return false;
+    }
+    return true;
+}
+
+/* Waits for the retry task's result or the caller's deadline. */
+static void await_result(append_op_t *op)
+{
+    pthread_mutex_lock(&op->mu);
+    struct timespec ts;
+    if (op->deadline_ms >= 0)
+        abs_deadline(&ts, client_remaining_ms(op->deadline_ms));
+    while (!op->done) {
+        if (op->deadline_ms < 0) {
+            pthread_cond_wait(&op->cv, &op->mu);
+        } else if (pthread_cond_timedwait(&op->cv, &op->mu, &ts) != 0 &&
+                   client_remaining_ms(op->deadline_ms) == 0) {
+            break;
+        }
+    }
+    if (!op->done) {
+        op->abandoned = true;
+        op->done = true;
+        op->maybe |= op->attempt_inflight;
+        op->err = VARLOG_ERR_TIMED_OUT;
+        snprintf(op->errtext, sizeof(op->errtext),
+                 "append to topic %d: no result within the call's timeout after %u attempts",
+                 op->topic_id, op->attempts);
+    }
+    pthread_mutex_unlock(&op->mu);
+}
+
+/* ---- the public calls ---------------------------------------------------------------------- */
+
+static varlog_err_t check_input(varlog_client_t *c, const varlog_record_t *records, size_t n,
+                                int64_t timeout_ms)
+{
+    if (!c)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "append: client is NULL");
+    if (!records)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "append: records is NULL");
+    if (n == 0)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "append: no records (n is 0)");
+    if (timeout_ms == 0 || timeout_ms < -1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "append: timeout_ms %lld (give a positive timeout, or -1 for none)",
+                           (long long)timeout_ms);
+    const varlog_conf_t *conf = c->conf;
+    if (n > (size_t)conf->append_batch_max_records)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "append: %zu records exceed append.batch.max.records (%lld)", n,
+                           (long long)conf->append_batch_max_records);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!records[i].data || records[i].len == 0)
+            return errtext_set(VARLOG_ERR_INVALID_ARG,
+                               "append: record %zu of %zu is empty (records need at least one "
+                               "byte)", i, n);
+        if (records[i].len > (uint64_t)conf->append_record_max_bytes)
+            return errtext_set(VARLOG_ERR_INVALID_ARG,
+                               "append: record %zu is %zu bytes, above append.record.max.bytes "
+                               "(%lld)", i, records[i].len,
+                               (long long)conf->append_record_max_bytes);
+        total += records[i].len;
+    }
+    if (total > (uint64_t)conf->append_batch_max_bytes)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "append: %llu bytes exceed append.batch.max.bytes (%lld)",
+                           (unsigned long long)total, (long long)conf->append_batch_max_bytes);
+    return VARLOG_OK;
+}
+
+/* Unknown ids get one on-demand refresh before the call gives up on them. */
+static varlog_err_t check_target(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
+                                 int64_t deadline_ms)
+{
+    for (int round = 0;; round++) {
+        md_view_t *v = md_current(c);
+        bool topic_known = md_view_topic(v, topic_id) != NULL;
+        bool ls_known = !log_stream_id || md_view_log_stream(v, topic_id, log_stream_id);
+        uint64_t index = v->applied_index;
+        md_view_unref(v);
+        if (topic_known && ls_known)
+            return VARLOG_OK;
+        if (round > 0 || topic_id < 1 || log_stream_id < 0) {
+            if (!topic_known)
+                return errtext_set(VARLOG_ERR_UNKNOWN_TOPIC,
+                                   "append: topic %d is not in the metadata (applied index "
+                                   "%llu)", topic_id, (unsigned long long)index);
+            return errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
+                               "append: topic %d has no log stream %d (applied index %llu)",
+                               topic_id, log_stream_id, (unsigned long long)index);
+        }
+        int64_t left = client_remaining_ms(deadline_ms);
+        int64_t timeout = c->conf->metadata_call_timeout_ms;
+        if (left >= 0 && left < timeout)
+            timeout = left ? left : 1;
+        varlog_err_t err = md_fetch(c, timeout);
+        if (err == VARLOG_ERR_CLOSED)
+            return err;
+    }
+}
+
+static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
+                                  const varlog_record_t *records, size_t n, int64_t timeout_ms,
+                                  varlog_entry_meta_t *metas, varlog_outcome_t *outcome)
+{
+    if (outcome)
+        *outcome = VARLOG_NOT_APPENDED;
+    int64_t deadline = timeout_ms < 0 ? -1 : wire_now_ms() + timeout_ms;
+    varlog_err_t err = check_input(c, records, n, timeout_ms);
+    if (err != VARLOG_OK)
+        return err;
+    if ((err = client_enter(c)) != VARLOG_OK)
+        return err;
+    err = check_target(c, topic_id, log_stream_id, deadline);
+    if (err != VARLOG_OK) {
+        atomic_fetch_add(&c->stats.appends_failed, 1);
+        client_leave(c);
+        return err;
+    }
+    append_op_t *op = calloc(1, sizeof(*op));
+    if (op) {
+        op->metas = calloc(n, sizeof(varlog_entry_meta_t));
+        op->body = encode_payloads(records, n, &op->body_len);
+    }
+    if (!op || !op->metas || !op->body) {
+        if (op) {
+            free(op->metas);
+            free(op->body);
+        }
+        free(op);
+        client_leave(c);
+        return errtext_set(VARLOG_ERR_NOMEM, "append: out of memory for %zu records", n);
+    }
+    atomic_init(&op->refs, 1);
+    op->c = c;
+    op->topic_id = topic_id;
+    op->fixed_log_stream = log_stream_id;
+    op->n = n;
+    op->deadline_ms = deadline;
+    op->rng = (uint64_t)wire_now_ms() * 0x9E3779B97F4A7C15ull | 1;
+    pthread_mutex_init(&op->mu, NULL);
+    wire_cond_init(&op->cv);
+
+    attempt_result_t r;
+    attempt(op, &r);
+    if (r.err != VARLOG_OK && should_retry(op, &r) && submit_retry(op))
+        await_result(op);
+    else
+        op_finish(op, r.err, NULL);
+
+    pthread_mutex_lock(&op->mu);
+    err = op->err;
+    bool maybe = op->maybe;
+    if (err == VARLOG_OK && metas)
+        memcpy(metas, op->metas, n * sizeof(varlog_entry_meta_t));
+    if (err != VARLOG_OK)
+        errtext_set(err, "%s", op->errtext);
+    pthread_mutex_unlock(&op->mu);
+    if (outcome)
+        *outcome = err == VARLOG_OK ? VARLOG_APPENDED
+                                    : (maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED);
+    atomic_fetch_add(err == VARLOG_OK ? &c->stats.appends_ok : &c->stats.appends_failed, 1);
+    op_unref(op);
+    client_leave(c);
+    return err;
+}
+
+varlog_err_t varlog_append(varlog_client_t *c, int32_t topic_id, const varlog_record_t *records,
+                           size_t n, int64_t timeout_ms, varlog_entry_meta_t *metas,
+                           varlog_outcome_t *outcome)
+{
+    return append_common(c, topic_id, 0, records, n, timeout_ms, metas, outcome);
+}
+
+varlog_err_t varlog_append_to(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
+                              const varlog_record_t *records, size_t n, int64_t timeout_ms,
+                              varlog_entry_meta_t *metas, varlog_outcome_t *outcome)
+{
+    if (log_stream_id < 1) {
+        if (outcome)
+            *outcome = VARLOG_NOT_APPENDED;
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "append_to: log stream id %d (ids start at 1)",
+                           log_stream_id);
+    }
+    return append_common(c, topic_id, log_stream_id, records, n, timeout_ms, metas, outcome);
+}
+
+/* ---- the engine and the lookup batcher ----------------------------------------------------- */
+
+static int lookup_one(void *ctx, vq_batch_item_t *item)
+{
+    (void)item;
+    return md_fetch(ctx, -1);
+}
+
+/* Every key needs the same thing, fresh metadata: one GetMetadata serves the whole batch. */
+static int lookup_batch(void *ctx, vq_batch_item_t *const *items, size_t n)
+{
+    varlog_err_t err = md_fetch(ctx, -1);
+    for (size_t i = 0; err == VARLOG_OK && i < n; i++)
+        items[i]->status = 0;
+    return err;
+}
+
+static void engine_log(void *ctx, vq_log_level_t level, const char *fmt, va_list ap)
+{
+    varlog_client_t *c = ctx;
+    varlog_log_level_t l = level == VQ_LOG_INFO    ? VARLOG_LOG_DEBUG
+                           : level == VQ_LOG_ERROR ? VARLOG_LOG_ERR
+                                                   : VARLOG_LOG_CRIT;
+    if (!log_enabled(&c->log, l, VARLOG_LOG_CTX_RETRY))
+        return;
+    char line[512];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    log_line(&c->log, l, VARLOG_LOG_CTX_RETRY, "%s", line);
+}
+
+static bool engine_info_enabled(void *ctx)
+{
+    varlog_client_t *c = ctx;
+    return log_enabled(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_RETRY);
+}
+
+varlog_err_t append_engine_start(varlog_client_t *c)
+{
+    c->engine_logger.ctx = c;
+    c->engine_logger.log = engine_log;
+    c->engine_logger.info_enabled = engine_info_enabled;
+    vq_batcher_opts_t bo;
+    vq_batcher_opts_init(&bo);
+    bo.size = (size_t)c->conf->lookup_batch_size;
+    bo.wait_ns = c->conf->lookup_batch_wait_ms * 1000000;
+    bo.lookup_one = lookup_one;
+    bo.lookup_batch = lookup_batch;
+    bo.ctx = c;
+    vq_engine_opts_t eo;
+    vq_engine_opts_init(&eo);
+    eo.workers = (unsigned)c->conf->retry_workers;
+    eo.logger = &c->engine_logger;
+    if (vq_batcher_create(&bo, &c->batcher) != VQ_OK || vq_engine_create(&eo, &c->engine) != VQ_OK)
+        return errtext_set(VARLOG_ERR_NOMEM, "could not create the retry engine");
+    if (vq_engine_start(c->engine) != VQ_OK)
+        return errtext_set(VARLOG_ERR_INTERNAL, "could not start the retry engine's threads");
+    return VARLOG_OK;
+}
+
+void append_engine_stop(varlog_client_t *c)
+{
+    if (c->engine)
+        vq_engine_release(c->engine);
+    c->engine = NULL;
+    if (c->batcher)
+        vq_batcher_destroy(c->batcher);
+    c->batcher = NULL;
+}

@@ -1,0 +1,310 @@
+/* The client's lifecycle (open, close) and its read-only queries. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client_internal.h"
+#include "errtext.h"
+#include "wire.h"
+
+const char *varlog_outcome_name(varlog_outcome_t outcome)
+{
+    switch (outcome) {
+    case VARLOG_APPENDED:
+        return "APPENDED";
+    case VARLOG_NOT_APPENDED:
+        return "NOT_APPENDED";
+    case VARLOG_MAYBE_APPENDED:
+        return "MAYBE_APPENDED";
+    }
+    return "?";
+}
+
+varlog_err_t client_enter(varlog_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool closing = c->closing;
+    if (!closing)
+        c->active_calls++;
+    pthread_mutex_unlock(&c->mu);
+    return closing ? errtext_set(VARLOG_ERR_CLOSED, "the client is closing") : VARLOG_OK;
+}
+
+void client_leave(varlog_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->active_calls == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool client_closing(varlog_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool closing = c->closing;
+    pthread_mutex_unlock(&c->mu);
+    return closing;
+}
+
+int64_t client_remaining_ms(int64_t deadline_ms)
+{
+    if (deadline_ms < 0)
+        return -1;
+    int64_t left = deadline_ms - wire_now_ms();
+    return left > 0 ? left : 0;
+}
+
+void client_install_view(varlog_client_t *c, md_view_t *view)
+{
+    pthread_mutex_lock(&c->mu);
+    md_view_t *old = c->view;
+    bool changed = !old || old->applied_index != view->applied_index;
+    if (changed)
+        c->view = view;
+    pthread_mutex_unlock(&c->mu);
+    if (!changed) {
+        md_view_unref(view);
+        return;
+    }
+    /* Renewals race only with other renewals, which carry views at least as new; a stale
+     * allowlist for a moment only means a pick that the next attempt corrects. */
+    varlog_err_t err = allowlist_renew(&c->allow, view);
+    atomic_fetch_add(&c->stats.metadata_updates, 1);
+    log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_METADATA,
+             "metadata applied index %llu -> %llu: %zu topics, %zu log streams%s",
+             (unsigned long long)(old ? old->applied_index : 0),
+             (unsigned long long)view->applied_index, view->n_topics, view->n_log_streams,
+             err == VARLOG_OK ? "" : " (allow list not renewed: out of memory)");
+    md_view_unref(old);
+}
+
+/* Splits "a:1, b:2" into owned strings. */
+static varlog_err_t split_seeds(varlog_client_t *c, const char *list)
+{
+    size_t cap = 1;
+    for (const char *p = list; *p; p++)
+        cap += *p == ',';
+    c->seeds = calloc(cap, sizeof(char *));
+    if (!c->seeds)
+        return errtext_set(VARLOG_ERR_NOMEM, "out of memory");
+    const char *p = list;
+    while (*p) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        const char *end = p;
+        while (*end && *end != ',' && *end != ' ')
+            end++;
+        if (end > p) {
+            c->seeds[c->n_seeds] = strndup(p, (size_t)(end - p));
+            if (!c->seeds[c->n_seeds])
+                return errtext_set(VARLOG_ERR_NOMEM, "out of memory");
+            c->n_seeds++;
+        }
+        p = end;
+    }
+    if (c->n_seeds == 0)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "metadata.addresses: no address given");
+    return VARLOG_OK;
+}
+
+static void client_free(varlog_client_t *c)
+{
+    append_engine_stop(c);
+    rpc_client_destroy(c->rpc);
+    md_view_unref(c->view);
+    allowlist_destroy(&c->allow);
+    for (size_t i = 0; i < c->n_seeds; i++)
+        free(c->seeds[i]);
+    free(c->seeds);
+    free(c->mr_address);
+    pthread_cond_destroy(&c->refresher_wake);
+    pthread_cond_destroy(&c->fetch_done);
+    pthread_cond_destroy(&c->idle);
+    pthread_mutex_destroy(&c->fetch_mu);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char *errstr,
+                               size_t errstr_size)
+{
+    varlog_err_t err;
+    if (out)
+        *out = NULL;
+    if (!conf || !*conf || !out) {
+        err = errtext_set(VARLOG_ERR_INVALID_ARG,
+                          "varlog_client_new: conf, *conf and out must not be NULL");
+        errtext_copy(errstr, errstr_size);
+        return err;
+    }
+    err = conf_validate(*conf);
+    if (err != VARLOG_OK) {
+        errtext_copy(errstr, errstr_size);
+        return err;
+    }
+    varlog_client_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        err = errtext_set(VARLOG_ERR_NOMEM, "out of memory");
+        errtext_copy(errstr, errstr_size);
+        return err;
+    }
+    c->conf = *conf;
+    c->log.level = c->conf->log_level;
+    c->log.debug = c->conf->debug_contexts;
+    c->log.cb = c->conf->log_cb;
+    c->log.opaque = c->conf->log_opaque;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->fetch_mu, NULL);
+    wire_cond_init(&c->idle);
+    wire_cond_init(&c->fetch_done);
+    wire_cond_init(&c->refresher_wake);
+    allowlist_init(&c->allow);
+
+    int64_t deadline = wire_now_ms() + c->conf->open_timeout_ms;
+    err = split_seeds(c, c->conf->metadata_addresses ? c->conf->metadata_addresses : "");
+    if (err == VARLOG_OK && (err = rpc_client_new(&c->rpc)) != VARLOG_OK)
+        errtext_set(err, "could not start the gRPC client: %s", varlog_err_str(err));
+    if (err == VARLOG_OK)
+        err = md_discover(c, deadline);
+    if (err == VARLOG_OK)
+        err = md_fetch(c, client_remaining_ms(deadline) ? client_remaining_ms(deadline) : 1);
+    if (err == VARLOG_OK)
+        err = append_engine_start(c);
+    if (err == VARLOG_OK)
+        err = md_refresher_start(c);
+    if (err != VARLOG_OK) {
+        char why[512];
+        errtext_copy(why, sizeof(why));
+        log_line(&c->log, VARLOG_LOG_ERR, VARLOG_LOG_CTX_CONF, "client not opened: %s", why);
+        c->conf = NULL; /* stays the caller's */
+        pthread_mutex_lock(&c->mu);
+        c->closing = true;
+        pthread_mutex_unlock(&c->mu);
+        md_refresher_stop(c);
+        client_free(c);
+        errtext_set(err, "%s", why);
+        errtext_copy(errstr, errstr_size);
+        return err;
+    }
+    *conf = NULL;
+    log_line(&c->log, VARLOG_LOG_INFO, VARLOG_LOG_CTX_CONF,
+             "client open: metadata at %s, applied index %llu", c->mr_address ? c->mr_address : "?",
+             (unsigned long long)varlog_client_applied_index(c));
+    *out = c;
+    return VARLOG_OK;
+}
+
+void varlog_client_destroy(varlog_client_t *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->closing = true;
+    pthread_mutex_unlock(&c->mu);
+    md_refresher_stop(c);
+    /* Cancel the network calls and the retry delays so that every call in progress on another
+     * thread returns promptly, then wait for them to leave before freeing what they use. */
+    rpc_client_shutdown(c->rpc);
+    if (c->engine)
+        vq_engine_shutdown(c->engine);
+    pthread_mutex_lock(&c->mu);
+    while (c->active_calls > 0)
+        pthread_cond_wait(&c->idle, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    varlog_conf_t *conf = c->conf;
+    client_free(c);
+    varlog_conf_destroy(conf);
+}
+
+varlog_err_t varlog_client_refresh(varlog_client_t *c, int64_t timeout_ms)
+{
+    if (!c)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "varlog_client_refresh: client is NULL");
+    varlog_err_t err = client_enter(c);
+    if (err != VARLOG_OK)
+        return err;
+    err = md_fetch(c, timeout_ms);
+    client_leave(c);
+    return err;
+}
+
+uint64_t varlog_client_applied_index(varlog_client_t *c)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    uint64_t index = c->view ? c->view->applied_index : 0;
+    pthread_mutex_unlock(&c->mu);
+    return index;
+}
+
+static varlog_err_t check_list_args(const char *fn, varlog_client_t *c, const int32_t *ids,
+                                    size_t cap, const size_t *n)
+{
+    if (!c || !n || (!ids && cap > 0))
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: client and n must not be NULL, nor ids "
+                           "when cap > 0", fn);
+    return client_enter(c);
+}
+
+varlog_err_t varlog_client_topics(varlog_client_t *c, int32_t *ids, size_t cap, size_t *n)
+{
+    varlog_err_t err = check_list_args(__func__, c, ids, cap, n);
+    if (err != VARLOG_OK)
+        return err;
+    md_view_t *v = md_current(c);
+    for (size_t i = 0; i < v->n_topics && i < cap; i++)
+        ids[i] = v->topics[i].topic_id;
+    *n = v->n_topics;
+    md_view_unref(v);
+    client_leave(c);
+    return VARLOG_OK;
+}
+
+varlog_err_t varlog_client_log_streams(varlog_client_t *c, int32_t topic_id, int32_t *ids,
+                                       size_t cap, size_t *n)
+{
+    varlog_err_t err = check_list_args(__func__, c, ids, cap, n);
+    if (err != VARLOG_OK)
+        return err;
+    md_view_t *v = md_current(c);
+    const md_topic_t *t = md_view_topic(v, topic_id);
+    if (t) {
+        for (size_t i = 0; i < t->n_log_streams && i < cap; i++)
+            ids[i] = t->log_stream_ids[i];
+        *n = t->n_log_streams;
+    } else {
+        err = errtext_set(VARLOG_ERR_UNKNOWN_TOPIC, "topic %d is not in the metadata (applied "
+                          "index %llu)", topic_id, (unsigned long long)v->applied_index);
+    }
+    md_view_unref(v);
+    client_leave(c);
+    return err;
+}
+
+varlog_err_t varlog_client_appendable_log_streams(varlog_client_t *c, int32_t topic_id,
+                                                  int32_t *ids, size_t cap, size_t *n)
+{
+    varlog_err_t err = check_list_args(__func__, c, ids, cap, n);
+    if (err != VARLOG_OK)
+        return err;
+    err = allowlist_list(&c->allow, topic_id, wire_now_ms(), ids, cap, n);
+    if (err != VARLOG_OK)
+        errtext_set(err, "topic %d is not in the metadata", topic_id);
+    client_leave(c);
+    return err;
+}
+
+varlog_err_t varlog_client_stats(varlog_client_t *c, varlog_client_stats_t *out)
+{
+    if (!c || !out)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "varlog_client_stats: NULL argument");
+    out->appends_ok = atomic_load(&c->stats.appends_ok);
+    out->appends_failed = atomic_load(&c->stats.appends_failed);
+    out->append_attempts = atomic_load(&c->stats.append_attempts);
+    out->append_retries = atomic_load(&c->stats.append_retries);
+    out->lookups = atomic_load(&c->stats.lookups);
+    out->metadata_fetches = atomic_load(&c->stats.metadata_fetches);
+    out->metadata_updates = atomic_load(&c->stats.metadata_updates);
+    out->denials = atomic_load(&c->stats.denials);
+    return VARLOG_OK;
+}

@@ -1,0 +1,82 @@
+#ifndef VARLOG_CLIENT_INTERNAL_H
+#define VARLOG_CLIENT_INTERNAL_H
+
+/* The client object, shared by client.c (lifecycle), metadata.c (discovery and refresh) and
+ * append.c (appends and their retries). Lock order: fetch_mu, then mu, then the
+ * allowlist's; no lock is held while calling the network, the engine or the log sink. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "allowlist.h"
+#include "conf_internal.h"
+#include "log_internal.h"
+#include "metadata.h"
+#include "rpc_client.h"
+#include "varlog/client.h"
+#include "vq/batcher.h"
+#include "vq/engine.h"
+
+#define MR_PATH_CLUSTER_INFO "/varlog.mrpb.Management/GetClusterInfo"
+#define MR_PATH_GET_METADATA "/varlog.mrpb.MetadataRepositoryService/GetMetadata"
+#define SN_PATH_APPEND "/varlog.snpb.LogIO/Append"
+
+struct client_counters {
+    atomic_uint_fast64_t appends_ok, appends_failed, append_attempts, append_retries, lookups,
+        metadata_fetches, metadata_updates, denials;
+};
+
+struct varlog_client {
+    varlog_conf_t *conf; /* read-only after creation */
+    log_sink_t log;
+    rpc_client_t *rpc;
+    char **seeds; /* metadata.addresses, split */
+    size_t n_seeds;
+
+    pthread_mutex_t mu;
+    md_view_t *view;      /* current metadata; replaced whole */
+    char *mr_address;     /* validated metadata member, NULL = discover again */
+    bool closing;         /* set once by destroy; new calls fail with CLOSED */
+    size_t active_calls;  /* public calls in progress; destroy waits for 0 */
+    pthread_cond_t idle;  /* active_calls reached 0 */
+
+    /* one GetMetadata in flight, shared by concurrent callers */
+    pthread_mutex_t fetch_mu;
+    pthread_cond_t fetch_done;
+    bool fetching;
+    uint64_t fetch_gen;
+    varlog_err_t fetch_err;
+    char fetch_errtext[256];
+
+    allowlist_t allow;
+
+    vq_engine_t *engine; /* append retries */
+    vq_batcher_t *batcher;
+    vq_logger_t engine_logger;
+
+    pthread_t refresher;
+    bool refresher_started;
+    pthread_cond_t refresher_wake; /* with mu */
+
+    struct client_counters stats;
+};
+
+/* Registers a public call; CLOSED once destroy began. Every successful enter is paired with
+ * client_leave. */
+varlog_err_t client_enter(varlog_client_t *c);
+void client_leave(varlog_client_t *c);
+bool client_closing(varlog_client_t *c);
+
+/* Remaining milliseconds until deadline_ms (< 0 = none → -1); 0 when passed. */
+int64_t client_remaining_ms(int64_t deadline_ms);
+
+/* Installs view if its applied index differs from the current one (takes the reference)
+ * and renews the allowlist. */
+void client_install_view(varlog_client_t *c, md_view_t *view);
+
+/* append.c: the retry engine's lookups and lifecycle. */
+varlog_err_t append_engine_start(varlog_client_t *c);
+void append_engine_stop(varlog_client_t *c);
+
+#endif

@@ -1,0 +1,39 @@
+#ifndef VARLOG_CONF_INTERNAL_H
+#define VARLOG_CONF_INTERNAL_H
+
+/* The configuration's typed fields, which the client reads directly. conf.c's property table
+ * maps each public property name onto one of these fields. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varlog/conf.h"
+
+struct varlog_conf {
+    char *metadata_addresses; /* "host:port,host:port" as given; NULL until set */
+    int64_t cluster_id;
+    int64_t open_timeout_ms;
+    int64_t metadata_call_timeout_ms;
+    int64_t metadata_refresh_interval_ms; /* 0 = no periodic refresh */
+    int64_t append_retries;
+    int64_t append_retry_backoff_ms;
+    int64_t append_retry_backoff_max_ms;
+    bool append_retry_maybe_appended;
+    int64_t append_deny_ttl_ms;
+    int64_t append_record_max_bytes;
+    int64_t append_batch_max_records;
+    int64_t append_batch_max_bytes;
+    int64_t retry_workers;
+    int64_t lookup_batch_size; /* 0 = batching off */
+    int64_t lookup_batch_wait_ms;
+    varlog_log_level_t log_level;
+    unsigned debug_contexts; /* set of varlog_log_ctx_t bits */
+    varlog_log_cb *log_cb;   /* NULL = stderr */
+    void *log_opaque;
+};
+
+/* Checks between properties, run by varlog_client_new. On failure sets the thread's error
+ * text (naming the properties and the rule) and returns INVALID_ARG. */
+varlog_err_t conf_validate(const varlog_conf_t *conf);
+
+#endif

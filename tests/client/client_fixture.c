@@ -1,0 +1,75 @@
+#include "client_fixture.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "test_support.h"
+
+varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap)
+{
+    varlog_conf_t *conf = varlog_conf_new();
+    assert_non_null(conf);
+    char err[256];
+    assert_int_equal(varlog_conf_set(conf, "metadata.addresses", varlog_server_address(f->srv),
+                                     err, sizeof(err)),
+                     VARLOG_OK);
+    assert_int_equal(varlog_conf_set(conf, "metadata.refresh.interval.ms", "0", err, sizeof(err)),
+                     VARLOG_OK);
+    assert_int_equal(varlog_conf_set(conf, "log.level", "err", err, sizeof(err)), VARLOG_OK);
+    /* Sanitizers and valgrind slow everything down; keep timeouts generous there. */
+    assert_int_equal(varlog_conf_set(conf, "metadata.call.timeout.ms", "10000", err, sizeof(err)),
+                     VARLOG_OK);
+    for (;;) {
+        const char *name = va_arg(ap, const char *);
+        if (!name)
+            break;
+        const char *value = va_arg(ap, const char *);
+        if (varlog_conf_set(conf, name, value, err, sizeof(err)) != VARLOG_OK)
+            fail_msg("%s=%s: %s", name, value, err);
+    }
+    return conf;
+}
+
+varlog_conf_t *cf_conf(client_fixture_t *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    varlog_conf_t *conf = cf_conf_va(f, ap);
+    va_end(ap);
+    return conf;
+}
+
+void cf_start(client_fixture_t *f, int32_t topics, int32_t log_streams, ...)
+{
+    memset(f, 0, sizeof(*f));
+    varlog_server_opts_t o = {.topics = topics, .log_streams_per_topic = log_streams};
+    assert_int_equal(varlog_server_start(&o, &f->srv), VARLOG_OK);
+    va_list ap;
+    va_start(ap, log_streams);
+    varlog_conf_t *conf = cf_conf_va(f, ap);
+    va_end(ap);
+    char err[512];
+    varlog_err_t rc = varlog_client_new(&conf, &f->client, err, sizeof(err));
+    if (rc != VARLOG_OK)
+        fail_msg("varlog_client_new: %s: %s", varlog_err_name(rc), err);
+    assert_null(conf);
+}
+
+void cf_stop(client_fixture_t *f)
+{
+    varlog_client_destroy(f->client);
+    f->client = NULL;
+    varlog_server_destroy(f->srv);
+    f->srv = NULL;
+}
+
+varlog_record_t cf_record(const char *s)
+{
+    varlog_record_t r = {.data = s, .len = strlen(s)};
+    return r;
+}

@@ -1,0 +1,37 @@
+#ifndef VARLOG_CLIENT_FIXTURE_H
+#define VARLOG_CLIENT_FIXTURE_H
+
+/* An embedded server plus a libvarlog client opened against it, for the client's tests. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varlog/client.h"
+#include "varlog/server.h"
+
+#define CF_PATH_APPEND "/varlog.snpb.LogIO/Append"
+#define CF_PATH_CLUSTER_INFO "/varlog.mrpb.Management/GetClusterInfo"
+#define CF_PATH_METADATA "/varlog.mrpb.MetadataRepositoryService/GetMetadata"
+
+typedef struct client_fixture {
+    varlog_server_t *srv;
+    varlog_client_t *client;
+} client_fixture_t;
+
+/* Starts a server with topics x log_streams and opens a client with metadata.addresses set
+ * to it, metadata.refresh.interval.ms 0 (no background calls that would disturb call
+ * counts) and log.level err, then the given "name", "value" pairs (NULL-terminated list).
+ * Fails the running cmocka test on any error. */
+void cf_start(client_fixture_t *f, int32_t topics, int32_t log_streams, ...);
+
+/* A configuration for the fixture's server with the same defaults and pairs as cf_start. */
+varlog_conf_t *cf_conf(client_fixture_t *f, ...);
+varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap);
+
+/* Destroys the client (if still open) and the server. */
+void cf_stop(client_fixture_t *f);
+
+/* One record from a string (without its NUL). */
+varlog_record_t cf_record(const char *s);
+
+#endif
