@@ -46,6 +46,12 @@ bench: build
 install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
+# Rewrites the committed CONFIGURATION.md from the property table in client/src/conf.c
+# (the conf_doc_fresh test fails until it is rerun after a table change).
+.PHONY: conf-doc
+conf-doc: configure
+	cmake --build $(BUILD) -j $(JOBS) --target conf-doc
+
 format:
 	git ls-files '*.c' '*.h' | xargs clang-format -i
 

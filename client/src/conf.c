@@ -1,0 +1,628 @@
+/*
+ * The configuration. One table (props[] below) describes every property; parsing, range
+ * checks, get, defaults and the generated CONFIGURATION.md all read it, so adding a row is
+ * the whole job of adding a property. Defaults are written as strings and go through the
+ * same parser as user values, so a default outside its own range cannot go unnoticed.
+ */
+#include "conf_internal.h"
+#include "conf_table.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "errtext.h"
+
+static const char *const level_symbols[] = {"emerg",  "alert", "crit",  "err", "warning",
+                                            "notice", "info",  "debug", NULL};
+static const char *const ctx_symbols[] = {"conf",      "rpc",   "metadata", "append",
+                                          "subscribe", "retry", NULL};
+
+/* Enum values are symbol indexes and context bits are symbol positions. */
+_Static_assert(VARLOG_LOG_EMERG == 0 && VARLOG_LOG_DEBUG == 7, "log levels are 0..7");
+_Static_assert(sizeof(level_symbols) / sizeof(level_symbols[0]) == 8 + 1, "one name a level");
+_Static_assert(sizeof(ctx_symbols) / sizeof(ctx_symbols[0]) == 6 + 1, "one name a context");
+_Static_assert(VARLOG_LOG_CTX_ALL == (1u << 6) - 1, "contexts are bits 0..5");
+_Static_assert(VARLOG_LOG_CTX_RETRY == 1 << 5, "retry is the last context bit");
+_Static_assert(sizeof(varlog_log_level_t) == sizeof(int), "enum fields are int-sized");
+
+/* Offset of field f, refusing to compile unless f has type T: a row whose type disagrees
+ * with its field would write past the field. */
+#define FIELD(f, T)                                                                                \
+    (offsetof(struct varlog_conf, f) +                                                             \
+     0 * sizeof(char[_Generic(((struct varlog_conf *)0)->f, T : 1, default                         \
+                              : -1)]))
+
+#define INT_PROP(n, f, d, lo, hi, u, text)                                                         \
+    {                                                                                              \
+        .name = n, .type = CONF_TYPE_INT, .def = d, .min = lo, .max = hi, .unit = u, .desc = text, \
+        .offset = FIELD(f, int64_t)                                                                \
+    }
+#define BOOL_PROP(n, f, d, text)                                                                   \
+    {                                                                                              \
+        .name = n, .type = CONF_TYPE_BOOL, .def = d, .unit = "", .desc = text,                     \
+        .offset = FIELD(f, bool)                                                                   \
+    }
+
+#define MS "ms"
+
+static const conf_property_t props[] = {
+    {.name = "metadata.addresses",
+     .type = CONF_TYPE_ADDRS,
+     .def = "",
+     .unit = "",
+     .desc = "Seed addresses of the metadata repository (the RPC endpoints of Varlog's MR "
+             "nodes), as host:port separated by commas; IPv6 hosts in brackets. Spaces around "
+             "an address are dropped. Required: varlog_client_new refuses a configuration "
+             "without it.",
+     .offset = FIELD(metadata_addresses, char *)},
+    INT_PROP("cluster.id", cluster_id, "1", 1, INT32_MAX, "",
+             "Cluster id the metadata repository must report; discovery refuses a repository "
+             "of another cluster."),
+    INT_PROP("open.timeout.ms", open_timeout_ms, "10000", 1, 3600000, MS,
+             "Bound on the discovery varlog_client_new performs (reaching a metadata "
+             "repository and fetching the cluster's metadata)."),
+    INT_PROP("metadata.call.timeout.ms", metadata_call_timeout_ms, "1000", 1, 600000, MS,
+             "Deadline of each GetClusterInfo or GetMetadata call to the metadata repository."),
+    INT_PROP("metadata.refresh.interval.ms", metadata_refresh_interval_ms, "60000", 0, 86400000, MS,
+             "Period of the background metadata refresh. 0 turns the periodic refresh off "
+             "(metadata is then fetched only when an operation needs it)."),
+    INT_PROP("append.retries", append_retries, "3", 0, 100, "",
+             "Retries after a failed attempt of varlog_append or varlog_append_to. 0 means a "
+             "single attempt."),
+    INT_PROP("append.retry.backoff.ms", append_retry_backoff_ms, "10", 1, 60000, MS,
+             "Delay before the first retry; each further retry doubles it, with jitter, up to "
+             "append.retry.backoff.max.ms."),
+    INT_PROP("append.retry.backoff.max.ms", append_retry_backoff_max_ms, "1000", 1, 600000, MS,
+             "Cap of the retry delay. Must be at least append.retry.backoff.ms."),
+    BOOL_PROP("append.retry.maybe.appended", append_retry_maybe_appended, "false",
+              "Also retry after an ambiguous failure, one after which the records may have "
+              "been appended: a retry may then append them twice."),
+    INT_PROP("append.deny.ttl.ms", append_deny_ttl_ms, "600000", 0, 86400000, MS,
+             "How long varlog_append skips a log stream after an append to it failed. 0 never "
+             "denies a log stream."),
+    INT_PROP("append.record.max.bytes", append_record_max_bytes, "4194304", 1, 1073741824, "bytes",
+             "Largest record an append accepts. Must not exceed append.batch.max.bytes."),
+    INT_PROP("append.batch.max.records", append_batch_max_records, "10000", 1, 1000000, "records",
+             "Most records one append call accepts."),
+    INT_PROP("append.batch.max.bytes", append_batch_max_bytes, "67108864", 1, INT32_MAX, "bytes",
+             "Most payload bytes one append call accepts (the sum of its records' sizes)."),
+    INT_PROP("retry.workers", retry_workers, "8", 1, 256, "threads",
+             "Worker threads that run append retries."),
+    INT_PROP("lookup.batch.size", lookup_batch_size, "8", 0, 100, "keys",
+             "Most metadata lookups made by retries that are folded into one RPC. 0 turns "
+             "batching off. Must not exceed retry.workers: each waiting lookup holds a retry "
+             "worker, so a larger batch could never fill."),
+    INT_PROP("lookup.batch.wait.ms", lookup_batch_wait_ms, "5", 0, 60000, MS,
+             "How long a lookup waits for others to join its batch before it is sent."),
+    {.name = "log.level",
+     .type = CONF_TYPE_ENUM,
+     .def = "info",
+     .unit = "",
+     .desc = "Lowest level of the log lines emitted (case-insensitive). DEBUG lines also need "
+             "their context listed in debug.",
+     .offset = FIELD(log_level, varlog_log_level_t),
+     .symbols = level_symbols},
+    {.name = "debug",
+     .type = CONF_TYPE_CTXS,
+     .def = "",
+     .unit = "",
+     .desc = "Contexts whose DEBUG lines are emitted, comma-separated and case-insensitive: "
+             "any of the names in the range, \"all\" for every context, the empty string "
+             "for none. A listed context logs at DEBUG level whatever log.level says.",
+     .offset = FIELD(debug_contexts, unsigned),
+     .symbols = ctx_symbols},
+};
+
+#define N_PROPS (sizeof(props) / sizeof(props[0]))
+
+/* ---- table access ------------------------------------------------------------------------ */
+
+size_t conf_property_count(void)
+{
+    return N_PROPS;
+}
+
+const conf_property_t *conf_property(size_t i)
+{
+    return i < N_PROPS ? &props[i] : NULL;
+}
+
+const char *conf_type_name(conf_type_t type)
+{
+    switch (type) {
+    case CONF_TYPE_INT:
+        return "int";
+    case CONF_TYPE_BOOL:
+        return "bool";
+    case CONF_TYPE_ADDRS:
+        return "address list";
+    case CONF_TYPE_ENUM:
+        return "enum";
+    case CONF_TYPE_CTXS:
+        return "context list";
+    }
+    return "?";
+}
+
+/* The "all" keyword of a context list is not a symbol: it names no bit of its own. */
+#define CTX_ALL_WORD "all"
+#define PORT_MAX 65535
+
+const char *conf_property_range(const conf_property_t *p, char *buf, size_t size)
+{
+    if (!buf || size == 0)
+        return buf;
+    buf[0] = '\0';
+    switch (p->type) {
+    case CONF_TYPE_INT:
+        snprintf(buf, size, "[%" PRId64 ", %" PRId64 "]", p->min, p->max);
+        break;
+    case CONF_TYPE_BOOL:
+        snprintf(buf, size, "true, false");
+        break;
+    case CONF_TYPE_ADDRS:
+        snprintf(buf, size, "host:port, ... with port in [1, %d]", PORT_MAX);
+        break;
+    case CONF_TYPE_ENUM:
+    case CONF_TYPE_CTXS: {
+        size_t len = 0;
+        for (size_t i = 0; p->symbols[i] && len < size; i++) {
+            int n = snprintf(buf + len, size - len, "%s%s", i ? ", " : "", p->symbols[i]);
+            len += n > 0 ? (size_t)n : 0;
+        }
+        if (p->type == CONF_TYPE_CTXS && len < size)
+            snprintf(buf + len, size - len, ", " CTX_ALL_WORD);
+        break;
+    }
+    }
+    return buf;
+}
+
+static const conf_property_t *find_property(const char *name)
+{
+    for (size_t i = 0; i < N_PROPS; i++) {
+        if (strcmp(props[i].name, name) == 0)
+            return &props[i];
+    }
+    return NULL;
+}
+
+static void *field_of(varlog_conf_t *conf, const conf_property_t *p)
+{
+    return (char *)conf + p->offset;
+}
+
+static const void *cfield_of(const varlog_conf_t *conf, const conf_property_t *p)
+{
+    return (const char *)conf + p->offset;
+}
+
+/* ---- parsing ----------------------------------------------------------------------------- */
+
+enum int_parse { INT_OK, INT_NOT_INT, INT_OVERFLOW };
+
+/* Strict decimal: an optional '-', then digits and nothing else (no spaces, no '+', no 0x).
+ * strtoll would accept leading spaces and a '+' and needs errno juggling for overflow. */
+static enum int_parse parse_int64(const char *s, size_t len, int64_t *out)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (i < len && s[i] == '-') {
+        neg = true;
+        i++;
+    }
+    if (i == len)
+        return INT_NOT_INT;
+    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    uint64_t mag = 0;
+    bool overflow = false;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return INT_NOT_INT;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (mag > (limit - d) / 10)
+            overflow = true; /* keep scanning: "99999999999999999999x" is not an integer */
+        else
+            mag = mag * 10 + d;
+    }
+    if (overflow)
+        return INT_OVERFLOW;
+    if (neg)
+        *out = mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag;
+    else
+        *out = (int64_t)mag;
+    return INT_OK;
+}
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Narrows [*s, *s + *len) to its part without surrounding spaces. */
+static void trim(const char **s, size_t *len)
+{
+    while (*len > 0 && is_space((*s)[0])) {
+        (*s)++;
+        (*len)--;
+    }
+    while (*len > 0 && is_space((*s)[*len - 1]))
+        (*len)--;
+}
+
+static bool all_space(const char *s)
+{
+    while (is_space(*s))
+        s++;
+    return *s == '\0';
+}
+
+static varlog_err_t set_int(varlog_conf_t *conf, const conf_property_t *p, const char *value)
+{
+    char range[64];
+    int64_t v = 0;
+    enum int_parse r = parse_int64(value, strlen(value), &v);
+    if (r == INT_NOT_INT)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%s\" is not an integer", p->name, value);
+    if (r == INT_OVERFLOW || v < p->min || v > p->max)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %s is out of range %s", p->name, value,
+                           conf_property_range(p, range, sizeof(range)));
+    *(int64_t *)field_of(conf, p) = v;
+    return VARLOG_OK;
+}
+
+static varlog_err_t set_bool(varlog_conf_t *conf, const conf_property_t *p, const char *value)
+{
+    static const char *const yes[] = {"true", "1", "yes", "on"};
+    static const char *const no[] = {"false", "0", "no", "off"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcasecmp(value, yes[i]) == 0 || strcasecmp(value, no[i]) == 0) {
+            *(bool *)field_of(conf, p) = strcasecmp(value, yes[i]) == 0;
+            return VARLOG_OK;
+        }
+    }
+    return errtext_set(VARLOG_ERR_INVALID_ARG,
+                       "%s: \"%s\" is not a boolean (true/false, 1/0, yes/no, on/off)", p->name,
+                       value);
+}
+
+/* Index of the symbol s[0, len) names, case-insensitively; -1 when none. */
+static int find_symbol(const char *const *symbols, const char *s, size_t len)
+{
+    for (int i = 0; symbols[i]; i++) {
+        if (strlen(symbols[i]) == len && strncasecmp(symbols[i], s, len) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static varlog_err_t set_enum(varlog_conf_t *conf, const conf_property_t *p, const char *value)
+{
+    char range[160];
+    int idx = find_symbol(p->symbols, value, strlen(value));
+    if (idx < 0)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%s\" is not one of %s", p->name, value,
+                           conf_property_range(p, range, sizeof(range)));
+    memcpy(field_of(conf, p), &idx, sizeof(idx));
+    return VARLOG_OK;
+}
+
+static varlog_err_t set_ctxs(varlog_conf_t *conf, const conf_property_t *p, const char *value)
+{
+    char range[160];
+    unsigned bits = 0;
+    if (!all_space(value)) {
+        const char *s = value;
+        for (;;) {
+            const char *comma = strchr(s, ',');
+            const char *elem = s;
+            size_t len = comma ? (size_t)(comma - s) : strlen(s);
+            trim(&elem, &len);
+            if (len == 0)
+                return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%s\" has an empty element",
+                                   p->name, value);
+            int idx = find_symbol(p->symbols, elem, len);
+            if (idx >= 0)
+                bits |= 1u << idx;
+            else if (len == strlen(CTX_ALL_WORD) && strncasecmp(elem, CTX_ALL_WORD, len) == 0)
+                bits |= VARLOG_LOG_CTX_ALL;
+            else
+                return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" is not one of %s", p->name,
+                                   (int)len, elem, conf_property_range(p, range, sizeof(range)));
+            if (!comma)
+                break;
+            s = comma + 1;
+        }
+    }
+    *(unsigned *)field_of(conf, p) = bits;
+    return VARLOG_OK;
+}
+
+/* Checks one host:port element. The port is what follows the last ':'; a host that itself
+ * holds a ':' (IPv6) must be in brackets, or "::1:80" would be ambiguous. */
+static varlog_err_t check_address(const conf_property_t *p, const char *a, size_t len)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < len; i++) {
+        if (a[i] == ':')
+            colon = a + i;
+    }
+    size_t host_len = colon ? (size_t)(colon - a) : 0;
+    if (!colon || host_len == 0)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" is not host:port", p->name,
+                           (int)len, a);
+    bool bracketed = a[0] == '[';
+    if (bracketed != (a[host_len - 1] == ']') || (bracketed && host_len < 3))
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" has a malformed [host]", p->name,
+                           (int)len, a);
+    for (size_t i = 0; i < host_len; i++) {
+        bool bad = is_space(a[i]) || (!bracketed && a[i] == ':') ||
+                   (i > 0 && i < host_len - 1 && (a[i] == '[' || a[i] == ']'));
+        if (bad)
+            return errtext_set(VARLOG_ERR_INVALID_ARG,
+                               "%s: \"%.*s\" is not host:port (IPv6 hosts go in brackets)", p->name,
+                               (int)len, a);
+    }
+    const char *port = colon + 1;
+    size_t port_len = len - host_len - 1;
+    int64_t v = 0;
+    enum int_parse r = parse_int64(port, port_len, &v);
+    if (r == INT_NOT_INT)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" has no decimal port", p->name,
+                           (int)len, a);
+    if (r == INT_OVERFLOW || v < 1 || v > PORT_MAX)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "%s: \"%.*s\" has port %.*s, out of range [1, %d]", p->name, (int)len, a,
+                           (int)port_len, port, PORT_MAX);
+    return VARLOG_OK;
+}
+
+/* Stores the list with the spaces around its elements removed, so the client splits it on
+ * ',' alone. Blank means unset. */
+static varlog_err_t set_addrs(varlog_conf_t *conf, const conf_property_t *p, const char *value)
+{
+    char *norm = NULL;
+    if (!all_space(value)) {
+        norm = malloc(strlen(value) + 1);
+        if (!norm)
+            return errtext_set(VARLOG_ERR_NOMEM, "%s: out of memory", p->name);
+        size_t out = 0;
+        const char *s = value;
+        for (;;) {
+            const char *comma = strchr(s, ',');
+            const char *elem = s;
+            size_t len = comma ? (size_t)(comma - s) : strlen(s);
+            trim(&elem, &len);
+            varlog_err_t err = len == 0
+                                   ? errtext_set(VARLOG_ERR_INVALID_ARG,
+                                                 "%s: \"%s\" has an empty element", p->name, value)
+                                   : check_address(p, elem, len);
+            if (err != VARLOG_OK) {
+                free(norm);
+                return err;
+            }
+            if (out > 0)
+                norm[out++] = ',';
+            memcpy(norm + out, elem, len);
+            out += len;
+            if (!comma)
+                break;
+            s = comma + 1;
+        }
+        norm[out] = '\0';
+    }
+    char **field = field_of(conf, p);
+    free(*field);
+    *field = norm;
+    return VARLOG_OK;
+}
+
+/* Parses value into p's field; on failure the field is untouched and the thread's error
+ * text says why. */
+static varlog_err_t set_value(varlog_conf_t *conf, const conf_property_t *p, const char *value)
+{
+    switch (p->type) {
+    case CONF_TYPE_INT:
+        return set_int(conf, p, value);
+    case CONF_TYPE_BOOL:
+        return set_bool(conf, p, value);
+    case CONF_TYPE_ADDRS:
+        return set_addrs(conf, p, value);
+    case CONF_TYPE_ENUM:
+        return set_enum(conf, p, value);
+    case CONF_TYPE_CTXS:
+        return set_ctxs(conf, p, value);
+    }
+    return errtext_set(VARLOG_ERR_INTERNAL, "%s: unknown property type", p->name);
+}
+
+/* ---- formatting -------------------------------------------------------------------------- */
+
+/* snprintf-style: writes the canonical form of p's value into buf (size bytes, may be 0)
+ * and returns its length without the NUL. */
+static size_t format_value(const varlog_conf_t *conf, const conf_property_t *p, char *buf,
+                           size_t size)
+{
+    const void *field = cfield_of(conf, p);
+    const char *text = "";
+    char ctxs[128];
+    switch (p->type) {
+    case CONF_TYPE_INT: {
+        int n = snprintf(buf, size, "%" PRId64, *(const int64_t *)field);
+        return n > 0 ? (size_t)n : 0;
+    }
+    case CONF_TYPE_BOOL:
+        text = *(const bool *)field ? "true" : "false";
+        break;
+    case CONF_TYPE_ADDRS: {
+        const char *const *addrs = field;
+        text = *addrs ? *addrs : "";
+        break;
+    }
+    case CONF_TYPE_ENUM: {
+        int idx;
+        memcpy(&idx, field, sizeof(idx));
+        text = "?";
+        for (int i = 0; p->symbols[i]; i++) {
+            if (i == idx)
+                text = p->symbols[i];
+        }
+        break;
+    }
+    case CONF_TYPE_CTXS: {
+        unsigned bits = *(const unsigned *)field;
+        size_t len = 0;
+        ctxs[0] = '\0';
+        if (bits == VARLOG_LOG_CTX_ALL) {
+            snprintf(ctxs, sizeof(ctxs), CTX_ALL_WORD);
+        } else {
+            for (unsigned i = 0; p->symbols[i] && len < sizeof(ctxs); i++) {
+                if (!(bits & (1u << i)))
+                    continue;
+                int n =
+                    snprintf(ctxs + len, sizeof(ctxs) - len, "%s%s", len ? "," : "", p->symbols[i]);
+                len += n > 0 ? (size_t)n : 0;
+            }
+        }
+        text = ctxs;
+        break;
+    }
+    }
+    int n = snprintf(buf, size, "%s", text);
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* ---- public API -------------------------------------------------------------------------- */
+
+void varlog_conf_destroy(varlog_conf_t *conf)
+{
+    if (!conf)
+        return;
+    free(conf->metadata_addresses);
+    free(conf);
+}
+
+varlog_conf_t *varlog_conf_new(void)
+{
+    varlog_conf_t *conf = calloc(1, sizeof(*conf));
+    if (!conf)
+        return NULL;
+    for (size_t i = 0; i < N_PROPS; i++) {
+        if (set_value(conf, &props[i], props[i].def) != VARLOG_OK) {
+            varlog_conf_destroy(conf);
+            return NULL;
+        }
+    }
+    return conf;
+}
+
+varlog_conf_t *varlog_conf_dup(const varlog_conf_t *conf)
+{
+    if (!conf)
+        return NULL;
+    varlog_conf_t *copy = malloc(sizeof(*copy));
+    if (!copy)
+        return NULL;
+    *copy = *conf;
+    if (conf->metadata_addresses) {
+        copy->metadata_addresses = strdup(conf->metadata_addresses);
+        if (!copy->metadata_addresses) {
+            free(copy);
+            return NULL;
+        }
+    }
+    return copy;
+}
+
+static varlog_err_t fail(varlog_err_t err, char *errstr, size_t errstr_size)
+{
+    errtext_copy(errstr, errstr_size);
+    return err;
+}
+
+varlog_err_t varlog_conf_set(varlog_conf_t *conf, const char *name, const char *value, char *errstr,
+                             size_t errstr_size)
+{
+    varlog_err_t err;
+    if (!conf || !name || !value) {
+        err = errtext_set(VARLOG_ERR_INVALID_ARG, "varlog_conf_set: %s is NULL",
+                          !conf   ? "conf"
+                          : !name ? "name"
+                                  : "value");
+        return fail(err, errstr, errstr_size);
+    }
+    const conf_property_t *p = find_property(name);
+    if (!p) {
+        err = errtext_set(VARLOG_ERR_INVALID_ARG, "unknown property \"%s\"", name);
+        return fail(err, errstr, errstr_size);
+    }
+    err = set_value(conf, p, value);
+    if (err != VARLOG_OK)
+        return fail(err, errstr, errstr_size);
+    if (errstr && errstr_size > 0)
+        errstr[0] = '\0';
+    return VARLOG_OK;
+}
+
+varlog_err_t varlog_conf_get(const varlog_conf_t *conf, const char *name, char *buf, size_t *size)
+{
+    if (!conf || !name || !size)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "varlog_conf_get: %s is NULL",
+                           !conf   ? "conf"
+                           : !name ? "name"
+                                   : "size");
+    const conf_property_t *p = find_property(name);
+    if (!p)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "unknown property \"%s\"", name);
+    size_t need = format_value(conf, p, NULL, 0) + 1;
+    if (buf && *size >= need)
+        format_value(conf, p, buf, *size);
+    *size = need;
+    return VARLOG_OK;
+}
+
+void varlog_conf_set_log_cb(varlog_conf_t *conf, varlog_log_cb *cb, void *opaque)
+{
+    if (!conf)
+        return;
+    conf->log_cb = cb;
+    conf->log_opaque = opaque;
+}
+
+const char *varlog_conf_property_name(size_t i)
+{
+    return i < N_PROPS ? props[i].name : NULL;
+}
+
+/* ---- cross-property checks --------------------------------------------------------------- */
+
+varlog_err_t conf_validate(const varlog_conf_t *conf)
+{
+    if (!conf)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "configuration is NULL");
+    if (!conf->metadata_addresses || conf->metadata_addresses[0] == '\0')
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "metadata.addresses is not set: the client needs the host:port "
+                           "addresses of the metadata repository");
+    if (conf->append_retry_backoff_max_ms < conf->append_retry_backoff_ms)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "append.retry.backoff.max.ms (%" PRId64
+                           ") is less than append.retry.backoff.ms (%" PRId64 ")",
+                           conf->append_retry_backoff_max_ms, conf->append_retry_backoff_ms);
+    if (conf->lookup_batch_size > conf->retry_workers)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "lookup.batch.size (%" PRId64 ") is greater than retry.workers (%" PRId64
+                           "): each waiting lookup holds a retry worker, so the batch could "
+                           "never fill",
+                           conf->lookup_batch_size, conf->retry_workers);
+    if (conf->append_record_max_bytes > conf->append_batch_max_bytes)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "append.record.max.bytes (%" PRId64
+                           ") is greater than append.batch.max.bytes (%" PRId64
+                           "): such a record could never be appended",
+                           conf->append_record_max_bytes, conf->append_batch_max_bytes);
+    return VARLOG_OK;
+}
