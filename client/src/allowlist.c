@@ -59,7 +59,8 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view)
         const md_topic_t *mt = &view->topics[i];
         topics[i].topic_id = mt->topic_id;
         topics[i].n = mt->n_log_streams;
-        topics[i].entries = calloc(mt->n_log_streams ? mt->n_log_streams : 1, sizeof(allow_entry_t));
+        topics[i].entries =
+            calloc(mt->n_log_streams ? mt->n_log_streams : 1, sizeof(allow_entry_t));
         if (!topics[i].entries) {
             free_topics(topics, i);
             return VARLOG_ERR_NOMEM;

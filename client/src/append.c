@@ -161,7 +161,7 @@ static void classify(append_op_t *op, varlog_err_t err, const char *msg, bool se
         if (r->retriable)
             r->err = VARLOG_ERR_SEALED;
         return;
-    case VARLOG_ERR_RPC_NOT_FOUND:         /* the replica is not on that node (stale metadata) */
+    case VARLOG_ERR_RPC_NOT_FOUND:          /* the replica is not on that node (stale metadata) */
     case VARLOG_ERR_RPC_RESOURCE_EXHAUSTED: /* refused before storing */
         r->ambiguous = false;
         r->deny = r->retriable = true;
@@ -197,8 +197,8 @@ static void fill_metas(append_op_t *op, const Varlog__Snpb__AppendResponse *resp
                        attempt_result_t *r)
 {
     if (resp->n_results != op->n) {
-        r->err = errtext_set(VARLOG_ERR_DECODE, "%zu results for %zu records", resp->n_results,
-                             op->n);
+        r->err =
+            errtext_set(VARLOG_ERR_DECODE, "%zu results for %zu records", resp->n_results, op->n);
         r->ambiguous = true;
         return;
     }
@@ -249,15 +249,14 @@ static void attempt(append_op_t *op, attempt_result_t *r)
     const md_log_stream_t *l = md_view_log_stream(v, op->topic_id, ls);
     if (!l) {
         r->err = errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
-                             "log stream %d of topic %d is not in the metadata", ls,
-                             op->topic_id);
+                             "log stream %d of topic %d is not in the metadata", ls, op->topic_id);
         r->retriable = !op->fixed_log_stream; /* the allow list lags the view */
         goto out;
     }
     if (op->fixed_log_stream && l->sealed && nth > 1) {
         /* Fresh metadata confirms it: retrying the same log stream cannot succeed. */
-        r->err = errtext_set(VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", ls,
-                             op->topic_id);
+        r->err =
+            errtext_set(VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", ls, op->topic_id);
         goto out;
     }
     if (!l->primary) {
@@ -301,9 +300,11 @@ static void attempt(append_op_t *op, attempt_result_t *r)
         const rpc_status_t *st = s ? rpc_stream_status(s) : NULL;
         const char *msg = st && st->message ? st->message : "";
         classify(op, err, msg, s && rpc_stream_sent(s) > 0, r);
-        errtext_set(r->err, "append of %zu records to log stream %d of topic %d at %s "
-                    "(attempt %u): %s%s%s", op->n, ls, op->topic_id, l->primary, nth,
-                    varlog_err_str(err), msg[0] ? ": " : "", msg);
+        errtext_set(r->err,
+                    "append of %zu records to log stream %d of topic %d at %s "
+                    "(attempt %u): %s%s%s",
+                    op->n, ls, op->topic_id, l->primary, nth, varlog_err_str(err),
+                    msg[0] ? ": " : "", msg);
     }
     rpc_stream_destroy(s);
 out:
@@ -494,12 +495,13 @@ static varlog_err_t check_input(varlog_client_t *c, const varlog_record_t *recor
         if (!records[i].data || records[i].len == 0)
             return errtext_set(VARLOG_ERR_INVALID_ARG,
                                "append: record %zu of %zu is empty (records need at least one "
-                               "byte)", i, n);
+                               "byte)",
+                               i, n);
         if (records[i].len > (uint64_t)conf->append_record_max_bytes)
             return errtext_set(VARLOG_ERR_INVALID_ARG,
                                "append: record %zu is %zu bytes, above append.record.max.bytes "
-                               "(%lld)", i, records[i].len,
-                               (long long)conf->append_record_max_bytes);
+                               "(%lld)",
+                               i, records[i].len, (long long)conf->append_record_max_bytes);
         total += records[i].len;
     }
     if (total > (uint64_t)conf->append_batch_max_bytes)
@@ -525,7 +527,8 @@ static varlog_err_t check_target(varlog_client_t *c, int32_t topic_id, int32_t l
             if (!topic_known)
                 return errtext_set(VARLOG_ERR_UNKNOWN_TOPIC,
                                    "append: topic %d is not in the metadata (applied index "
-                                   "%llu)", topic_id, (unsigned long long)index);
+                                   "%llu)",
+                                   topic_id, (unsigned long long)index);
             return errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
                                "append: topic %d has no log stream %d (applied index %llu)",
                                topic_id, log_stream_id, (unsigned long long)index);

@@ -241,8 +241,10 @@ static varlog_err_t check_list_args(const char *fn, varlog_client_t *c, const in
                                     size_t cap, const size_t *n)
 {
     if (!c || !n || (!ids && cap > 0))
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: client and n must not be NULL, nor ids "
-                           "when cap > 0", fn);
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "%s: client and n must not be NULL, nor ids "
+                           "when cap > 0",
+                           fn);
     return client_enter(c);
 }
 
@@ -273,8 +275,10 @@ varlog_err_t varlog_client_log_streams(varlog_client_t *c, int32_t topic_id, int
             ids[i] = t->log_stream_ids[i];
         *n = t->n_log_streams;
     } else {
-        err = errtext_set(VARLOG_ERR_UNKNOWN_TOPIC, "topic %d is not in the metadata (applied "
-                          "index %llu)", topic_id, (unsigned long long)v->applied_index);
+        err = errtext_set(VARLOG_ERR_UNKNOWN_TOPIC,
+                          "topic %d is not in the metadata (applied "
+                          "index %llu)",
+                          topic_id, (unsigned long long)v->applied_index);
     }
     md_view_unref(v);
     client_leave(c);

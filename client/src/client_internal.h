@@ -35,11 +35,11 @@ struct varlog_client {
     size_t n_seeds;
 
     pthread_mutex_t mu;
-    md_view_t *view;      /* current metadata; replaced whole */
-    char *mr_address;     /* validated metadata member, NULL = discover again */
-    bool closing;         /* set once by destroy; new calls fail with CLOSED */
-    size_t active_calls;  /* public calls in progress; destroy waits for 0 */
-    pthread_cond_t idle;  /* active_calls reached 0 */
+    md_view_t *view;     /* current metadata; replaced whole */
+    char *mr_address;    /* validated metadata member, NULL = discover again */
+    bool closing;        /* set once by destroy; new calls fail with CLOSED */
+    size_t active_calls; /* public calls in progress; destroy waits for 0 */
+    pthread_cond_t idle; /* active_calls reached 0 */
 
     /* one GetMetadata in flight, shared by concurrent callers */
     pthread_mutex_t fetch_mu;

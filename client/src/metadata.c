@@ -189,9 +189,9 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
     ProtobufCMessage *resp = NULL;
     rpc_status_t st;
     rpc_status_init(&st);
-    varlog_err_t err = rpc_unary(c->rpc, address, MR_PATH_CLUSTER_INFO, &req.base,
-                                 &varlog__mrpb__get_cluster_info_response__descriptor, timeout,
-                                 &resp, &st);
+    varlog_err_t err =
+        rpc_unary(c->rpc, address, MR_PATH_CLUSTER_INFO, &req.base,
+                  &varlog__mrpb__get_cluster_info_response__descriptor, timeout, &resp, &st);
     if (err != VARLOG_OK) {
         errtext_set(err, "GetClusterInfo at %s: %s%s%s", address, varlog_err_str(err),
                     st.message ? ": " : "", st.message ? st.message : "");
@@ -209,8 +209,9 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
     if (r->cluster_info->cluster_id != (int32_t)c->conf->cluster_id) {
         int32_t got = r->cluster_info->cluster_id;
         protobuf_c_message_free_unpacked(resp, NULL);
-        return errtext_set(VARLOG_ERR_STATE, "GetClusterInfo at %s: cluster id %d, cluster.id is %lld",
-                           address, got, (long long)c->conf->cluster_id);
+        return errtext_set(VARLOG_ERR_STATE,
+                           "GetClusterInfo at %s: cluster id %d, cluster.id is %lld", address, got,
+                           (long long)c->conf->cluster_id);
     }
     *out = r;
     return VARLOG_OK;
@@ -296,8 +297,8 @@ varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms)
             break;
         char why[256];
         errtext_copy(why, sizeof(why));
-        log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_METADATA,
-                 "discovery pass %d failed: %s", pass + 1, why);
+        log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_METADATA, "discovery pass %d failed: %s",
+                 pass + 1, why);
         int64_t nap = left < 0 || left > 100 ? 100 : left;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = nap * 1000000L};
         nanosleep(&ts, NULL);
@@ -334,9 +335,9 @@ static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
     rpc_status_t st;
     rpc_status_init(&st);
     atomic_fetch_add(&c->stats.metadata_fetches, 1);
-    varlog_err_t err = rpc_unary(c->rpc, address, MR_PATH_GET_METADATA, &req.base,
-                                 &varlog__mrpb__get_metadata_response__descriptor, left, &resp,
-                                 &st);
+    varlog_err_t err =
+        rpc_unary(c->rpc, address, MR_PATH_GET_METADATA, &req.base,
+                  &varlog__mrpb__get_metadata_response__descriptor, left, &resp, &st);
     if (err != VARLOG_OK) {
         errtext_set(err, "GetMetadata at %s: %s%s%s", address, varlog_err_str(err),
                     st.message ? ": " : "", st.message ? st.message : "");

@@ -15,8 +15,8 @@ varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap)
     varlog_conf_t *conf = varlog_conf_new();
     assert_non_null(conf);
     char err[256];
-    assert_int_equal(varlog_conf_set(conf, "metadata.addresses", varlog_server_address(f->srv),
-                                     err, sizeof(err)),
+    assert_int_equal(varlog_conf_set(conf, "metadata.addresses", varlog_server_address(f->srv), err,
+                                     sizeof(err)),
                      VARLOG_OK);
     assert_int_equal(varlog_conf_set(conf, "metadata.refresh.interval.ms", "0", err, sizeof(err)),
                      VARLOG_OK);

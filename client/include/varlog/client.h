@@ -65,8 +65,8 @@ VARLOG_API const char *varlog_outcome_name(varlog_outcome_t outcome);
  * (the last failure's code), STATE (the cluster id differs from cluster.id), NOMEM,
  * INTERNAL (a thread could not be started).
  */
-VARLOG_API varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out,
-                                          char *errstr, size_t errstr_size);
+VARLOG_API varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char *errstr,
+                                          size_t errstr_size);
 
 /*
  * Closes the client: new calls fail with CLOSED, calls in progress on other threads are
@@ -143,14 +143,14 @@ VARLOG_API varlog_err_t varlog_append_to(varlog_client_t *client, int32_t topic_
 
 /* Counters since the client was opened. */
 typedef struct varlog_client_stats {
-    uint64_t appends_ok;        /* append calls that stored their records */
-    uint64_t appends_failed;    /* append calls that returned an error */
-    uint64_t append_attempts;   /* Append RPCs started (first attempts and retries) */
-    uint64_t append_retries;    /* attempts after the first */
-    uint64_t lookups;           /* metadata lookups requested by retries */
-    uint64_t metadata_fetches;  /* GetMetadata calls made (refreshes and lookups) */
-    uint64_t metadata_updates;  /* times the view changed (a new applied index) */
-    uint64_t denials;           /* log streams put on the deny list */
+    uint64_t appends_ok;       /* append calls that stored their records */
+    uint64_t appends_failed;   /* append calls that returned an error */
+    uint64_t append_attempts;  /* Append RPCs started (first attempts and retries) */
+    uint64_t append_retries;   /* attempts after the first */
+    uint64_t lookups;          /* metadata lookups requested by retries */
+    uint64_t metadata_fetches; /* GetMetadata calls made (refreshes and lookups) */
+    uint64_t metadata_updates; /* times the view changed (a new applied index) */
+    uint64_t denials;          /* log streams put on the deny list */
 } varlog_client_stats_t;
 
 /* Copies the counters into *out. Does not block. Errors: INVALID_ARG (NULL). */

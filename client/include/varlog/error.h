@@ -23,19 +23,19 @@ typedef enum varlog_err {
     VARLOG_OK = 0,
 
     /* local */
-    VARLOG_ERR_INVALID_ARG = -1, /* bad argument: NULL, empty, out of range */
-    VARLOG_ERR_NOMEM = -2,       /* an allocation failed */
-    VARLOG_ERR_TIMED_OUT = -3,   /* the caller's timeout passed before the operation finished */
-    VARLOG_ERR_CLOSED = -4,      /* the object was closed or is closing */
-    VARLOG_ERR_QUEUE_FULL = -5,  /* a bounded queue is full; try again later */
-    VARLOG_ERR_INTERNAL = -6,    /* a library bug or an unexpected gRPC refusal */
-    VARLOG_ERR_END = -7,         /* end of a stream or range: not a failure */
-    VARLOG_ERR_DECODE = -8,      /* a message from the peer could not be decoded */
-    VARLOG_ERR_ENCODE = -9,      /* a message could not be encoded */
-    VARLOG_ERR_STATE = -10,      /* the call is not allowed in the object's current state */
-    VARLOG_ERR_UNKNOWN_TOPIC = -11,      /* the cluster's metadata has no such topic */
+    VARLOG_ERR_INVALID_ARG = -1,    /* bad argument: NULL, empty, out of range */
+    VARLOG_ERR_NOMEM = -2,          /* an allocation failed */
+    VARLOG_ERR_TIMED_OUT = -3,      /* the caller's timeout passed before the operation finished */
+    VARLOG_ERR_CLOSED = -4,         /* the object was closed or is closing */
+    VARLOG_ERR_QUEUE_FULL = -5,     /* a bounded queue is full; try again later */
+    VARLOG_ERR_INTERNAL = -6,       /* a library bug or an unexpected gRPC refusal */
+    VARLOG_ERR_END = -7,            /* end of a stream or range: not a failure */
+    VARLOG_ERR_DECODE = -8,         /* a message from the peer could not be decoded */
+    VARLOG_ERR_ENCODE = -9,         /* a message could not be encoded */
+    VARLOG_ERR_STATE = -10,         /* the call is not allowed in the object's current state */
+    VARLOG_ERR_UNKNOWN_TOPIC = -11, /* the cluster's metadata has no such topic */
     VARLOG_ERR_UNKNOWN_LOG_STREAM = -12, /* the topic has no such log stream */
-    VARLOG_ERR_NO_LOG_STREAM = -13, /* every log stream of the topic is denied for now */
+    VARLOG_ERR_NO_LOG_STREAM = -13,      /* every log stream of the topic is denied for now */
 
     /* remote: gRPC status codes */
     VARLOG_ERR_RPC_CANCELLED = 1,
