@@ -42,6 +42,7 @@ tsan: deps
 
 bench: build
 	$(BUILD)/bench/bench_pool
+	$(BUILD)/bench/bench_append
 
 install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)

@@ -146,12 +146,9 @@ static void classify(append_op_t *op, varlog_err_t err, const char *msg, bool se
         return;
     case VARLOG_ERR_TIMED_OUT:
     case VARLOG_ERR_RPC_DEADLINE_EXCEEDED:
-        if (client_remaining_ms(op->deadline_ms) == 0) {
-            /* The caller's own deadline: says nothing about the log stream. */
-            r->err = VARLOG_ERR_TIMED_OUT;
-            return;
-        }
-        r->deny = r->retriable = true;
+        /* Every attempt's RPC deadline is the call's own deadline (gRPC may fire it a moment
+         * before our clock says so): it says nothing about the log stream. */
+        r->err = VARLOG_ERR_TIMED_OUT;
         return;
     case VARLOG_ERR_RPC_FAILED_PRECONDITION:
         /* Varlog's sealed (and sealing, learning) log streams; Go matches the word. */
@@ -299,7 +296,7 @@ static void attempt(append_op_t *op, attempt_result_t *r)
     } else {
         const rpc_status_t *st = s ? rpc_stream_status(s) : NULL;
         const char *msg = st && st->message ? st->message : "";
-        classify(op, err, msg, s && rpc_stream_sent(s) > 0, r);
+        classify(op, err, msg, s && rpc_stream_sent(s, 5000) > 0, r);
         errtext_set(r->err,
                     "append of %zu records to log stream %d of topic %d at %s "
                     "(attempt %u): %s%s%s",

@@ -200,10 +200,12 @@ void varlog_client_destroy(varlog_client_t *c)
     pthread_mutex_lock(&c->mu);
     c->closing = true;
     pthread_mutex_unlock(&c->mu);
-    md_refresher_stop(c);
     /* Cancel the network calls and the retry delays so that every call in progress on another
-     * thread returns promptly, then wait for them to leave before freeing what they use. */
+     * thread returns promptly, then wait for them to leave before freeing what they use. The
+     * refresher is joined only after its call was cancelled: joining it first would wait for
+     * its GetMetadata for up to metadata.call.timeout.ms. */
     rpc_client_shutdown(c->rpc);
+    md_refresher_stop(c);
     if (c->engine)
         vq_engine_shutdown(c->engine);
     pthread_mutex_lock(&c->mu);

@@ -418,7 +418,8 @@ static void *refresher_main(void *arg)
             break;
         pthread_mutex_unlock(&c->mu);
         varlog_err_t err = md_fetch(c, -1);
-        if (err != VARLOG_OK && err != VARLOG_ERR_CLOSED) {
+        /* A call cancelled by varlog_client_destroy is no failure worth a warning. */
+        if (err != VARLOG_OK && err != VARLOG_ERR_CLOSED && !client_closing(c)) {
             char why[256];
             errtext_copy(why, sizeof(why));
             log_line(&c->log, VARLOG_LOG_WARNING, VARLOG_LOG_CTX_METADATA,

@@ -114,9 +114,11 @@ const rpc_status_t *rpc_stream_status(rpc_stream_t *s);
 /* Messages queued for sending and not yet completed by gRPC, including the one in flight. */
 size_t rpc_stream_pending_sends(rpc_stream_t *s);
 
-/* Messages gRPC reported as handed to the transport (send completed successfully). A
- * message counted here may have reached the server; one not counted never did. */
-size_t rpc_stream_sent(rpc_stream_t *s);
+/* Messages gRPC reported as handed to the transport (send completed successfully), plus the
+ * one in flight if any: a message counted may have reached the server, one not counted never
+ * did. A send's completion can arrive after the call's status, so this first waits up to
+ * settle_ms for the send in flight to complete (once the call ended that is prompt). */
+size_t rpc_stream_sent(rpc_stream_t *s, int64_t settle_ms);
 
 /* Messages received and waiting for rpc_stream_recv. */
 size_t rpc_stream_buffered(rpc_stream_t *s);

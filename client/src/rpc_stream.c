@@ -195,6 +195,8 @@ static void on_send_done(struct rpc_tag *tag, bool ok)
     if (!ok)
         s->send_failed = true;
     pump_send_locked(s);
+    if (!s->send_busy) /* rpc_stream_sent may wait for the send side to settle */
+        pthread_cond_broadcast(&s->readable);
     after_event(s, false);
 }
 
@@ -496,10 +498,16 @@ size_t rpc_stream_pending_sends(rpc_stream_t *s)
     return n;
 }
 
-size_t rpc_stream_sent(rpc_stream_t *s)
+size_t rpc_stream_sent(rpc_stream_t *s, int64_t settle_ms)
 {
+    struct timespec deadline;
+    abs_deadline(&deadline, settle_ms > 0 ? settle_ms : 0);
     pthread_mutex_lock(&s->mu);
-    size_t n = s->sent;
+    while (s->send_busy && !s->finished && settle_ms > 0 &&
+           pthread_cond_timedwait(&s->readable, &s->mu, &deadline) == 0)
+        ;
+    /* A message still in flight may be on the wire already: count it. */
+    size_t n = s->sent + (s->send_busy && s->in_flight ? 1 : 0);
     pthread_mutex_unlock(&s->mu);
     return n;
 }
