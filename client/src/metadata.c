@@ -379,11 +379,12 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
         abs_deadline(&ts, timeout_ms);
         while (c->fetching && c->fetch_gen == gen && wire_now_ms() < deadline)
             pthread_cond_timedwait(&c->fetch_done, &c->fetch_mu, &ts);
-        varlog_err_t err = c->fetch_gen != gen ? c->fetch_err : VARLOG_ERR_TIMED_OUT;
+        bool finished = c->fetch_gen != gen; /* read under fetch_mu: the leader writes it */
+        varlog_err_t err = finished ? c->fetch_err : VARLOG_ERR_TIMED_OUT;
         char text[sizeof(c->fetch_errtext)];
         memcpy(text, c->fetch_errtext, sizeof(text));
         pthread_mutex_unlock(&c->fetch_mu);
-        if (err == VARLOG_ERR_TIMED_OUT && c->fetch_gen == gen)
+        if (!finished)
             return errtext_set(err, "GetMetadata: no answer within %lld ms", (long long)timeout_ms);
         return err == VARLOG_OK ? VARLOG_OK : errtext_set(err, "%s", text);
     }
