@@ -391,6 +391,8 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
     c->fetching = true;
     pthread_mutex_unlock(&c->fetch_mu);
 
+    log_deferred_t lines;
+    log_defer_begin(&lines);
     varlog_err_t err = fetch_once(c, timeout_ms);
 
     pthread_mutex_lock(&c->fetch_mu);
@@ -401,6 +403,7 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
         errtext_copy(c->fetch_errtext, sizeof(c->fetch_errtext));
     pthread_cond_broadcast(&c->fetch_done);
     pthread_mutex_unlock(&c->fetch_mu);
+    log_defer_end(&c->log, &lines);
     return err;
 }
 

@@ -73,3 +73,14 @@ varlog_record_t cf_record(const char *s)
     varlog_record_t r = {.data = s, .len = strlen(s)};
     return r;
 }
+
+int64_t cf_wait_bound_ms(void)
+{
+    return test_under_valgrind() ? 30000 : 10000;
+}
+
+bool cf_call_count_above(void *arg)
+{
+    cf_count_wait_t *w = arg;
+    return varlog_server_call_count(w->srv, w->method) > w->above;
+}

@@ -3,6 +3,7 @@
 
 /* An embedded server plus a libvarlog client opened against it, for the client's tests. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,5 +34,16 @@ void cf_stop(client_fixture_t *f);
 
 /* One record from a string (without its NUL). */
 varlog_record_t cf_record(const char *s);
+
+/* Bound on waits for conditions that normally hold within milliseconds. */
+int64_t cf_wait_bound_ms(void);
+
+/* For test_wait_until: the server's call count of method exceeds `above`. */
+typedef struct cf_count_wait {
+    varlog_server_t *srv;
+    const char *method;
+    uint64_t above;
+} cf_count_wait_t;
+bool cf_call_count_above(void *arg);
 
 #endif
