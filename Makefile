@@ -43,6 +43,7 @@ tsan: deps
 bench: build
 	$(BUILD)/bench/bench_pool
 	$(BUILD)/bench/bench_append
+	$(BUILD)/bench/bench_allowlist
 
 install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)

@@ -39,45 +39,7 @@
 #include "varlog/client.h"
 #include "varlog/conf.h"
 #include "varlog/server.h"
-
-/* ---- allocation counting (link-time wrappers) --------------------------------------- */
-
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void __real_free(void *p);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-void __wrap_free(void *p);
-
-static atomic_uint_fast64_t n_allocs, n_bytes;
-
-void *__wrap_malloc(size_t n)
-{
-    atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&n_bytes, n, memory_order_relaxed);
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t m)
-{
-    atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&n_bytes, n * m, memory_order_relaxed);
-    return __real_calloc(n, m);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    atomic_fetch_add_explicit(&n_allocs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&n_bytes, n, memory_order_relaxed);
-    return __real_realloc(p, n);
-}
-
-void __wrap_free(void *p)
-{
-    __real_free(p);
-}
+#include "alloc_count.h"
 
 /* ---- a small testing.B ------------------------------------------------------------- */
 
@@ -106,8 +68,8 @@ static void b_start(bench_t *b)
 {
     if (b->running)
         return;
-    b->allocs0 = atomic_load(&n_allocs);
-    b->bytes0 = atomic_load(&n_bytes);
+    b->allocs0 = alloc_count_allocs();
+    b->bytes0 = alloc_count_bytes();
     b->start = now_ns();
     b->running = true;
 }
@@ -117,8 +79,8 @@ static void b_stop(bench_t *b)
     if (!b->running)
         return;
     b->elapsed += now_ns() - b->start;
-    b->allocs += atomic_load(&n_allocs) - b->allocs0;
-    b->bytes += atomic_load(&n_bytes) - b->bytes0;
+    b->allocs += alloc_count_allocs() - b->allocs0;
+    b->bytes += alloc_count_bytes() - b->bytes0;
     b->running = false;
 }
 

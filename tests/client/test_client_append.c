@@ -219,6 +219,80 @@ static void test_deadline_respected(void **state)
     cf_stop(&f);
 }
 
+struct appendable_wait {
+    client_fixture_t *f;
+    size_t want;
+};
+
+static bool appendable_count_is(void *arg)
+{
+    struct appendable_wait *w = arg;
+    size_t n = 0;
+    return varlog_client_appendable_log_streams(w->f->client, 1, NULL, 0, &n) == VARLOG_OK &&
+           n == w->want;
+}
+
+/* A denial lasts append.deny.ttl.ms: afterwards the log stream is picked again; with a TTL
+ * of 0 a failing log stream is never denied. */
+static void test_deny_expires(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "append.deny.ttl.ms", "300", "append.retry.backoff.ms", "1", NULL);
+    assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
+    varlog_record_t rec = cf_record("x");
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
+    assert_int_equal(stats(&f).denials, 1);
+    struct appendable_wait w = {.f = &f, .want = 1};
+    assert_true(appendable_count_is(&w));
+    assert_int_equal(varlog_server_unseal(f.srv, 1, 1), VARLOG_OK);
+    w.want = 2;
+    assert_true(test_wait_until(appendable_count_is, &w, cf_wait_bound_ms()));
+    bool used[3] = {false, false, false};
+    for (int i = 0; i < 4; i++) {
+        varlog_entry_meta_t m;
+        assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, &m, NULL), VARLOG_OK);
+        used[m.log_stream_id] = true;
+    }
+    assert_true(used[1] && used[2]);
+    cf_stop(&f);
+
+    cf_start(&f, 1, 2, "append.deny.ttl.ms", "0", "append.retry.backoff.ms", "1", NULL);
+    assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
+    assert_int_equal(stats(&f).denials, 0);
+    w.want = 2;
+    assert_true(appendable_count_is(&w));
+    cf_stop(&f);
+}
+
+/* Retries stop at the call's deadline even with budget left: a log stream that refuses
+ * every request, a large retry count and a short timeout. Nothing was stored. */
+static void test_deadline_bounds_retries(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, "append.retries", "100", "append.retry.backoff.ms", "20",
+             "append.retry.backoff.max.ms", "50", NULL);
+    assert_int_equal(
+        varlog_server_fail_next(f.srv, CF_PATH_APPEND, 14, "not primary replica", 1000000),
+        VARLOG_OK);
+    varlog_record_t rec = cf_record("x");
+    varlog_outcome_t outcome = VARLOG_APPENDED;
+    int64_t t0 = test_now_ms();
+    varlog_err_t err = varlog_append_to(f.client, 1, 1, &rec, 1, 400, NULL, &outcome);
+    assert_true(test_now_ms() - t0 >= 390);
+    assert_true(err == VARLOG_ERR_TIMED_OUT || err == VARLOG_ERR_RPC_UNAVAILABLE);
+    assert_int_equal(outcome, VARLOG_NOT_APPENDED);
+    varlog_client_stats_t s = stats(&f);
+    assert_true(s.append_retries >= 1);
+    assert_true(s.append_retries < 100);
+    assert_int_equal(varlog_server_stored_bytes(f.srv), 0);
+    cf_stop(&f);
+}
+
 struct sealed_worker {
     client_fixture_t *f;
     varlog_err_t err;
@@ -460,6 +534,8 @@ int main(void)
         cmocka_unit_test(test_retries_exhausted),
         cmocka_unit_test(test_ambiguous_failure),
         cmocka_unit_test(test_deadline_respected),
+        cmocka_unit_test(test_deny_expires),
+        cmocka_unit_test(test_deadline_bounds_retries),
         cmocka_unit_test(test_concurrent_failures_share_lookups),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_append_to_new_topic),
