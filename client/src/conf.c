@@ -81,8 +81,10 @@ static const conf_property_t props[] = {
               "Also retry after an ambiguous failure, one after which the records may have "
               "been appended: a retry may then append them twice."),
     INT_PROP("append.deny.ttl.ms", append_deny_ttl_ms, "600000", 0, 86400000, MS,
-             "How long varlog_append skips a log stream after an append to it failed. 0 never "
-             "denies a log stream."),
+             "How long varlog_append skips a log stream after an append to it failed for a "
+             "reason of the log stream's own (sealed, unreachable, not on its node, full); the "
+             "caller's timeout and the client closing never deny. 0 never denies a log "
+             "stream."),
     INT_PROP("append.record.max.bytes", append_record_max_bytes, "4194304", 1, 1073741824, "bytes",
              "Largest record an append accepts. Must not exceed append.batch.max.bytes."),
     INT_PROP("append.batch.max.records", append_batch_max_records, "10000", 1, 1000000, "records",

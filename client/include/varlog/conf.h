@@ -41,7 +41,7 @@ VARLOG_API void varlog_conf_destroy(varlog_conf_t *conf);
  * bytes, always NUL-terminated) and varlog_last_error() explain, e.g.
  * `append.retries: 1000 is out of range [0, 100]`. Does not block.
  * Errors: INVALID_ARG (NULL conf, name or value; unknown property; value of the wrong type
- * or out of range). */
+ * or out of range), NOMEM (copying a list value). */
 VARLOG_API varlog_err_t varlog_conf_set(varlog_conf_t *conf, const char *name, const char *value,
                                         char *errstr, size_t errstr_size);
 
