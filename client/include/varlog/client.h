@@ -5,9 +5,11 @@
  * The client: one handle per Varlog cluster, safe to share by any number of threads.
  *
  * Threads a client owns: one gRPC I/O thread ("varlog-io", runs no user code), one metadata
- * thread ("varlog-meta", periodic refresh; runs the log callback) and up to `retry.workers`
- * retry workers (run append retries and the log callback). Synchronous calls run their
- * first attempt on the caller's thread.
+ * thread ("varlog-meta", periodic refresh; absent when metadata.refresh.interval.ms is 0),
+ * and a retry engine: one dispatcher and `retry.workers` worker threads that run append
+ * retries. The log callback may run on the metadata thread, on a retry worker or on the
+ * caller's thread. Synchronous calls run their first attempt on the caller's thread. All of
+ * them are joined by varlog_client_destroy; gRPC core's own threads are gRPC's.
  *
  * Errors: every call returns a varlog_err_t; varlog_last_error() gives the calling thread's
  * text for the last failure.
