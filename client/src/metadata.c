@@ -104,7 +104,8 @@ md_view_t *md_view_build(const ProtobufCMessage *msg)
         t->log_stream_ids = calloc(d->n_log_streams + 1, sizeof(int32_t));
         if (!t->log_stream_ids)
             goto fail;
-        memcpy(t->log_stream_ids, d->log_streams, d->n_log_streams * sizeof(int32_t));
+        if (d->n_log_streams > 0) /* protobuf-c leaves an empty repeated field NULL */
+            memcpy(t->log_stream_ids, d->log_streams, d->n_log_streams * sizeof(int32_t));
         t->n_log_streams = d->n_log_streams;
         qsort(t->log_stream_ids, t->n_log_streams, sizeof(int32_t), cmp_i32);
     }
