@@ -269,7 +269,8 @@ static void test_deny_expires(void **state)
 }
 
 /* Retries stop at the call's deadline even with budget left: a log stream that refuses
- * every request, a large retry count and a short timeout. Nothing was stored. */
+ * every request, a large retry count and a short timeout. Nothing was stored, and the
+ * outcome never claims it was. */
 static void test_deadline_bounds_retries(void **state)
 {
     (void)state;
@@ -284,8 +285,14 @@ static void test_deadline_bounds_retries(void **state)
     int64_t t0 = test_now_ms();
     varlog_err_t err = varlog_append_to(f.client, 1, 1, &rec, 1, 400, NULL, &outcome);
     assert_true(test_now_ms() - t0 >= 390);
-    assert_true(err == VARLOG_ERR_TIMED_OUT || err == VARLOG_ERR_RPC_UNAVAILABLE);
-    assert_int_equal(outcome, VARLOG_NOT_APPENDED);
+    /* The last refusal came back before the deadline: certainly not stored. Or the deadline
+     * struck while an attempt was out: the client cannot know, and says so. */
+    if (err == VARLOG_ERR_RPC_UNAVAILABLE)
+        assert_int_equal(outcome, VARLOG_NOT_APPENDED);
+    else if (err == VARLOG_ERR_TIMED_OUT)
+        assert_int_not_equal(outcome, VARLOG_APPENDED);
+    else
+        fail_msg("%s: %s", varlog_err_name(err), varlog_last_error());
     varlog_client_stats_t s = stats(&f);
     assert_true(s.append_retries >= 1);
     assert_true(s.append_retries < 100);
