@@ -180,7 +180,8 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
 {
     int64_t timeout = c->conf->metadata_call_timeout_ms;
     int64_t left = client_remaining_ms(deadline_ms);
-    if (left >= 0 && left < timeout)
+    bool cut = left >= 0 && left < timeout; /* the caller's deadline bounds this call */
+    if (cut)
         timeout = left;
     if (timeout == 0)
         return errtext_set(VARLOG_ERR_TIMED_OUT, "discovery: out of time before asking %s",
@@ -193,6 +194,10 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
     varlog_err_t err =
         rpc_unary(c->rpc, address, MR_PATH_CLUSTER_INFO, &req.base,
                   &varlog__mrpb__get_cluster_info_response__descriptor, timeout, &resp, &st);
+    if (err == VARLOG_ERR_RPC_DEADLINE_EXCEEDED && cut)
+        err = VARLOG_ERR_TIMED_OUT;
+    if (err == VARLOG_ERR_RPC_CANCELLED && client_closing(c))
+        err = VARLOG_ERR_CLOSED;
     if (err != VARLOG_OK) {
         errtext_set(err, "GetClusterInfo at %s: %s%s%s", address, varlog_err_str(err),
                     st.message ? ": " : "", st.message ? st.message : "");
@@ -339,6 +344,10 @@ static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
     varlog_err_t err =
         rpc_unary(c->rpc, address, MR_PATH_GET_METADATA, &req.base,
                   &varlog__mrpb__get_metadata_response__descriptor, left, &resp, &st);
+    if (err == VARLOG_ERR_RPC_DEADLINE_EXCEEDED) /* its deadline is the caller's */
+        err = VARLOG_ERR_TIMED_OUT;
+    if (err == VARLOG_ERR_RPC_CANCELLED && client_closing(c))
+        err = VARLOG_ERR_CLOSED;
     if (err != VARLOG_OK) {
         errtext_set(err, "GetMetadata at %s: %s%s%s", address, varlog_err_str(err),
                     st.message ? ": " : "", st.message ? st.message : "");
