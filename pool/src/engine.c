@@ -80,6 +80,8 @@ struct vq_engine {
     atomic_uint refs; /* the owner plus each orphan */
     atomic_int spinning;
     atomic_size_t queued;
+    unsigned ncpu, grow_cap, spin_busy_max;
+    int64_t spin_ns;
 };
 
 static _Thread_local vq_engine_t *tls_engine;
@@ -333,12 +335,16 @@ static void *worker_main(void *arg)
             free(w);
             return NULL;
         }
-        if (e->busy < e->workers && atomic_load_explicit(&e->spinning, memory_order_relaxed) == 0) {
+        if (e->spin_ns > 0 && e->busy < e->workers && e->busy + e->nafter <= e->spin_busy_max &&
+            atomic_load_explicit(&e->spinning, memory_order_relaxed) == 0) {
             atomic_fetch_add_explicit(&e->spinning, 1, memory_order_relaxed);
             pthread_mutex_unlock(&e->mu);
-            for (int i = 0;
-                 i < SPIN_ITERS && atomic_load_explicit(&e->queued, memory_order_relaxed) == 0; i++)
+            int64_t until = vq_now_ns() + e->spin_ns;
+            for (int i = 0; atomic_load_explicit(&e->queued, memory_order_relaxed) == 0; i++) {
                 vq_cpu_relax_();
+                if ((i & 15) == 15 && vq_now_ns() >= until)
+                    break;
+            }
             pthread_mutex_lock(&e->mu);
             atomic_fetch_sub_explicit(&e->spinning, 1, memory_order_relaxed);
             if ((e->ring.count > 0 && e->busy < e->workers) || e->after_head || e->exiting)
@@ -438,7 +444,8 @@ static void *dispatcher_main(void *arg)
             if (can_wake_locked(e)) {
                 /* One more worker per tick, and only while the active ones fall behind
                  * (no completion since the last tick, or a growing queue). */
-                if (e->progress == e->tick_progress || e->ring.count > e->tick_queued) {
+                if (e->progress == e->tick_progress ||
+                    (e->ring.count > e->tick_queued && e->busy + e->nafter < e->grow_cap)) {
                     e->nwake++;
                     pthread_cond_signal(&e->work_cv);
                 }
@@ -542,6 +549,14 @@ vq_err_t vq_engine_create(const vq_engine_opts_t *o, vq_engine_t **out)
     e->free_max = o->task_cache ? o->task_cache : (e->ring.min_cap > 1024 ? e->ring.min_cap : 1024);
     e->workers = o->workers;
     e->disp_wake_at = INT64_MAX;
+    {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        e->ncpu = n > 0 ? (unsigned)n : 1;
+        const char *v;
+        e->grow_cap = (v = getenv("VQ_GROW_CAP")) ? (unsigned)atoi(v) : 1000;
+        e->spin_busy_max = (v = getenv("VQ_SPIN_BUSY")) ? (unsigned)atoi(v) : 1000;
+        e->spin_ns = (v = getenv("VQ_SPIN_NS")) ? atoll(v) : 84000;
+    }
     atomic_init(&e->stopping, false);
     atomic_init(&e->refs, 1);
     atomic_init(&e->spinning, 0);

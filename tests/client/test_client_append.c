@@ -205,11 +205,13 @@ static void test_deadline_respected(void **state)
     varlog_record_t rec = cf_record("x");
     varlog_outcome_t outcome;
     int64_t t0 = test_now_ms();
-    assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, 300, NULL, &outcome),
+    /* (Long enough that the request surely left, even under valgrind: a request still unsent
+     * at the deadline would rightly be NOT_APPENDED.) */
+    assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, 1500, NULL, &outcome),
                      VARLOG_ERR_TIMED_OUT);
-    assert_true(test_now_ms() - t0 >= 290);
+    assert_true(test_now_ms() - t0 >= 1490);
     assert_int_equal(outcome, VARLOG_MAYBE_APPENDED);
-    assert_int_equal(varlog_append(f.client, 1, &rec, 1, 300, NULL, &outcome),
+    assert_int_equal(varlog_append(f.client, 1, &rec, 1, 1500, NULL, &outcome),
                      VARLOG_ERR_TIMED_OUT);
     assert_int_equal(outcome, VARLOG_MAYBE_APPENDED);
     int32_t ids[2];
@@ -243,11 +245,10 @@ static void test_deny_expires(void **state)
     varlog_record_t rec = cf_record("x");
     for (int i = 0; i < 2; i++)
         assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
-    assert_int_equal(stats(&f).denials, 1);
-    struct appendable_wait w = {.f = &f, .want = 1};
-    assert_true(appendable_count_is(&w));
+    /* (On a slow machine the denial may already have expired and been renewed.) */
+    assert_true(stats(&f).denials >= 1);
     assert_int_equal(varlog_server_unseal(f.srv, 1, 1), VARLOG_OK);
-    w.want = 2;
+    struct appendable_wait w = {.f = &f, .want = 2};
     assert_true(test_wait_until(appendable_count_is, &w, cf_wait_bound_ms()));
     bool used[3] = {false, false, false};
     for (int i = 0; i < 4; i++) {
@@ -275,16 +276,16 @@ static void test_deadline_bounds_retries(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 1, "append.retries", "100", "append.retry.backoff.ms", "20",
-             "append.retry.backoff.max.ms", "50", NULL);
+    cf_start(&f, 1, 1, "append.retries", "100", "append.retry.backoff.ms", "50",
+             "append.retry.backoff.max.ms", "100", NULL);
     assert_int_equal(
         varlog_server_fail_next(f.srv, CF_PATH_APPEND, 14, "not primary replica", 1000000),
         VARLOG_OK);
     varlog_record_t rec = cf_record("x");
     varlog_outcome_t outcome = VARLOG_APPENDED;
     int64_t t0 = test_now_ms();
-    varlog_err_t err = varlog_append_to(f.client, 1, 1, &rec, 1, 400, NULL, &outcome);
-    assert_true(test_now_ms() - t0 >= 390);
+    varlog_err_t err = varlog_append_to(f.client, 1, 1, &rec, 1, 2000, NULL, &outcome);
+    assert_true(test_now_ms() - t0 >= 1990);
     /* The last refusal came back before the deadline: certainly not stored. Or the deadline
      * struck while an attempt was out: the client cannot know, and says so. */
     if (err == VARLOG_ERR_RPC_UNAVAILABLE)
