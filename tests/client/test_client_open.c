@@ -345,7 +345,9 @@ static void test_refresh_shared_call(void **state)
     int32_t topic = 0;
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
     /* long enough that the others surely join while the first call is held */
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_METADATA, 3000), VARLOG_OK);
+    assert_int_equal(
+        varlog_server_delay(f.srv, CF_PATH_METADATA, test_under_valgrind() ? 8000 : 3000),
+        VARLOG_OK);
     uint64_t calls0 = varlog_server_call_count(f.srv, CF_PATH_METADATA);
     cf_count_wait_t w = {.srv = f.srv, .method = CF_PATH_METADATA, .above = calls0};
     refresher_arg_t a[3] = {{.client = f.client, .timeout_ms = -1},
