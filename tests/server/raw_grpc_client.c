@@ -25,6 +25,26 @@ grpc_channel *channel_new(int port)
     return ch;
 }
 
+grpc_channel *channel_new_fixed_window(int port)
+{
+    const grpc_channel_args *base = wire_channel_args(WIRE_ARGS_CLIENT);
+    grpc_arg args[16];
+    size_t n = 0;
+    for (size_t i = 0; i < base->num_args && n < 15; i++)
+        args[n++] = base->args[i];
+    args[n].type = GRPC_ARG_INTEGER;
+    args[n].key = (char *)GRPC_ARG_HTTP2_BDP_PROBE;
+    args[n++].value.integer = 0;
+    grpc_channel_args ca = {.num_args = n, .args = args};
+    char target[64];
+    snprintf(target, sizeof(target), "127.0.0.1:%d", port);
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    grpc_channel *ch = grpc_channel_create(target, creds, &ca);
+    grpc_channel_credentials_release(creds);
+    assert_non_null(ch);
+    return ch;
+}
+
 grpc_byte_buffer *pack_request(const request_t *req)
 {
     return wire_pack(&req->base);

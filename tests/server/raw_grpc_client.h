@@ -17,6 +17,9 @@
 
 /* An insecure channel to 127.0.0.1:port with the client transport's channel arguments. */
 grpc_channel *channel_new(int port);
+/* As channel_new, with HTTP/2 BDP probing off: the receive window stays at its initial size
+ * instead of growing with the load, so back-pressure shows after a bounded amount of data. */
+grpc_channel *channel_new_fixed_window(int port);
 
 /* The request, encoded into a new byte buffer. */
 grpc_byte_buffer *pack_request(const request_t *req);
