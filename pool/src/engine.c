@@ -1,88 +1,17 @@
 /* The engine: ring, persistent dispatcher (thread supervisor and deadline watchdog) and
- * reusable workers. Locking: one mutex, e->mu, guards everything except the atomics
- * (metrics, stopping, spinning, queued, job state). */
+ * reusable workers; when to wake, spin and tick is in wake.c. Locking: see struct vq_engine
+ * in internal.h. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "vq/engine.h"
-#include "vq/ring.h"
 
 #define DEFAULT_TIMEOUT_NS (60LL * 60 * 1000000000LL)
 /* How long a blocked after-callback may hold up queued work before the dispatcher adds a
  * thread: long enough that ordinary short callbacks never cause one. */
 #define SPAWN_GRACE_NS 2000000LL
-/* Spinning a few microseconds before sleeping lets a worker catch the next task of a
- * burst without a futex round trip. Only one thread spins at a time. */
-#define SPIN_ITERS 4000
-/* While queued work waits and a worker is active, idle workers are woken by the dispatcher
- * on this tick instead of by every submit: a futex wake per task costs more than the task. */
-#define WAKE_TICK_NS 100000LL
-
-enum { JOB_RUNNING, JOB_DONE, JOB_TIMED_OUT };
-
-typedef struct vq_job {
-    vq_task_spec_t spec;
-    struct vq_job *next; /* free list or completion queue */
-    _Atomic int state;   /* decides once whether the worker or the watchdog reports */
-    int result;
-    int refs; /* under e->mu: 2 while an abandoned handler and its completion both run */
-} vq_job_t;
-
-typedef struct vq_worker {
-    struct vq_engine *e;
-    pthread_t th;
-    struct vq_worker *next, *prev;
-    vq_job_t *job;
-    int64_t deadline;
-    bool running;  /* holds a slot and runs job */
-    bool in_delay; /* in a retry delay, where it enforces its own deadline */
-    bool zombie;   /* abandoned at its deadline; handler still running */
-    bool orphan;   /* zombie outliving vq_engine_release: frees itself */
-    vq_ctx_t ctx;
-    uint64_t rng;
-} vq_worker_t;
-
-struct vq_engine {
-    pthread_mutex_t mu;
-    pthread_cond_t work_cv;  /* idle workers */
-    pthread_cond_t space_cv; /* producers waiting for room */
-    pthread_cond_t stop_cv;  /* retry delays and vq_ctx_wait */
-    pthread_cond_t disp_cv;  /* dispatcher */
-    pthread_cond_t idle_cv;  /* release waiting for quiescence */
-    vq_ring_t ring;
-    vq_metrics_t metrics;
-    const vq_logger_t *logger;
-    int64_t default_timeout;
-    unsigned workers;  /* slots */
-    unsigned busy;     /* slots in use */
-    unsigned nthreads; /* pool threads, abandoned ones excluded */
-    unsigned nidle, nafter, nzombies;
-    unsigned nwake; /* signals sent to idle workers not yet consumed */
-    unsigned producers_waiting;
-    bool release_waiting;
-    uint64_t progress; /* completions, to tell a slow callback from a stuck one */
-    vq_job_t *after_head, *after_tail;
-    vq_job_t *free_jobs;
-    size_t nfree, free_max;
-    vq_worker_t *threads; /* every worker thread, abandoned ones included */
-    atomic_bool stopping;
-    bool started, exiting;
-    pthread_t disp;
-    int64_t disp_wake_at;
-    bool ticking; /* the dispatcher is waking idle workers on WAKE_TICK_NS */
-    uint64_t tick_progress;
-    size_t tick_queued;
-    bool shortage;
-    int64_t shortage_since;
-    uint64_t shortage_mark;
-    atomic_uint refs; /* the owner plus each orphan */
-    atomic_int spinning;
-    atomic_size_t queued;
-    unsigned ncpu, grow_cap, spin_busy_max;
-    int64_t spin_ns;
-};
 
 static _Thread_local vq_engine_t *tls_engine;
 
@@ -134,32 +63,23 @@ static void job_unref_locked(vq_engine_t *e, vq_job_t *j)
         job_free_locked(e, j);
 }
 
+/* A counter only ever written with e->mu held: a plain load and store, no locked
+ * instruction, yet readers without the lock see whole values. */
+static void bump_locked(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static void busy_add_locked(vq_engine_t *e, int d)
 {
     e->busy = (unsigned)((int)e->busy + d);
-    atomic_fetch_add_explicit(&e->metrics.busy, d, memory_order_relaxed);
+    atomic_store_explicit(&e->metrics.busy, (int64_t)e->busy, memory_order_relaxed);
 }
 
-static bool can_wake_locked(const vq_engine_t *e)
+static void count_locked(vq_engine_t *e, int r)
 {
-    return e->nidle > e->nwake && e->busy + e->nwake < e->workers && e->ring.count > e->nwake;
-}
-
-/* Gets queued work started. With no worker active it wakes one at once; with one active
- * (it comes back to the queue when done) more are woken by the dispatcher's tick, so a
- * burst of short tasks costs one wake rather than one per task, and a long task delays the
- * next by at most a tick. Nothing while a thread spins: it will take the task. */
-static void wake_worker_locked(vq_engine_t *e)
-{
-    if (!can_wake_locked(e) || atomic_load_explicit(&e->spinning, memory_order_relaxed) != 0)
-        return;
-    if (e->busy + e->nafter == 0) {
-        e->nwake++;
-        pthread_cond_signal(&e->work_cv);
-    } else if (!e->ticking) {
-        e->ticking = true;
-        pthread_cond_signal(&e->disp_cv);
-    }
+    bump_locked(r == VQ_OK ? &e->metrics.success : &e->metrics.failure);
 }
 
 /* Queued work is startable but every thread sits in an after-callback: tell the
@@ -194,19 +114,19 @@ static bool pop_locked(vq_engine_t *e, vq_job_t **out)
     return true;
 }
 
-/* ---- completion, without the lock ------------------------------------------------- */
+/* ---- completion, without the lock (counted before, with it) ---------------------- */
+
+static void log_result(vq_engine_t *e, int r)
+{
+    if (r == VQ_ERR_PANIC)
+        vq_log(e->logger, VQ_LOG_FATAL, "panic: task handler reported a fault");
+    else if (r != VQ_OK)
+        vq_log(e->logger, VQ_LOG_ERROR, "runtime error: %s (%d)", vq_err_str(r), r);
+}
 
 static void complete(vq_engine_t *e, vq_job_t *j, int r)
 {
-    if (r == VQ_OK) {
-        atomic_fetch_add_explicit(&e->metrics.success, 1, memory_order_relaxed);
-    } else {
-        atomic_fetch_add_explicit(&e->metrics.failure, 1, memory_order_relaxed);
-        if (r == VQ_ERR_PANIC)
-            vq_log(e->logger, VQ_LOG_FATAL, "panic: task handler reported a fault");
-        else
-            vq_log(e->logger, VQ_LOG_ERROR, "runtime error: %s (%d)", vq_err_str(r), r);
-    }
+    log_result(e, r);
     if (j->spec.after)
         j->spec.after(j->spec.arg, r);
 }
@@ -225,25 +145,23 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
         w->running = true;
         w->in_delay = false;
         w->deadline = t > INT64_MAX - now ? INT64_MAX : now + t;
-        if (w->deadline < e->disp_wake_at)
+        if (w->deadline < e->disp_wake_at) {
+            e->disp_wake_at = INT64_MIN; /* signalled: it recomputes on waking */
             pthread_cond_signal(&e->disp_cv);
+        }
         pthread_mutex_unlock(&e->mu);
 
         w->ctx = (vq_ctx_t){.deadline = w->deadline, .engine = e, .worker = w};
         int r = vq_handle_(&j->spec, &w->ctx, e->logger, &e->metrics, &w->rng);
-        int expected = JOB_RUNNING;
-        bool mine = atomic_compare_exchange_strong_explicit(
-            &j->state, &expected, JOB_DONE, memory_order_acq_rel, memory_order_acquire);
-        if (mine && !j->spec.after)
-            complete(e, j, r);
 
+        /* Whoever takes the lock first reports: here, or the watchdog at the deadline. */
         pthread_mutex_lock(&e->mu);
         w->running = false;
         w->in_delay = false;
         w->job = NULL;
-        if (!mine) {
-            /* The watchdog already reported VQ_ERR_TIMEOUT and freed the slot; the handle
-             * loop counted the late result. */
+        if (w->zombie) {
+            /* The watchdog already reported VQ_ERR_TIMEOUT and freed the slot; the result
+             * is discarded (the handle loop counted it late if it came after the deadline). */
             e->nzombies--;
             w->zombie = false;
             job_unref_locked(e, j);
@@ -253,11 +171,12 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
             return true;
         }
         e->progress++;
+        count_locked(e, r);
         if (j->spec.after) {
             /* The callback runs outside the slot, so it may wait for other tasks. */
             busy_add_locked(e, -1);
             e->nafter++;
-            wake_worker_locked(e);
+            vq_wake_worker_locked_(e);
             check_shortage_locked(e);
             pthread_mutex_unlock(&e->mu);
             complete(e, j, r);
@@ -269,6 +188,11 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
             return true;
         }
         job_free_locked(e, j);
+        if (r != VQ_OK) {
+            pthread_mutex_unlock(&e->mu);
+            log_result(e, r);
+            pthread_mutex_lock(&e->mu);
+        }
         if (e->busy <= e->workers && !e->after_head && pop_locked(e, &j))
             continue;
         busy_add_locked(e, -1);
@@ -304,6 +228,7 @@ static void *worker_main(void *arg)
             if (!e->after_head)
                 e->after_tail = NULL;
             e->nafter++;
+            count_locked(e, j->result);
             pthread_mutex_unlock(&e->mu);
             complete(e, j, j->result);
             pthread_mutex_lock(&e->mu);
@@ -335,21 +260,9 @@ static void *worker_main(void *arg)
             free(w);
             return NULL;
         }
-        if (e->spin_ns > 0 && e->busy < e->workers && e->busy + e->nafter <= e->spin_busy_max &&
-            atomic_load_explicit(&e->spinning, memory_order_relaxed) == 0) {
-            atomic_fetch_add_explicit(&e->spinning, 1, memory_order_relaxed);
-            pthread_mutex_unlock(&e->mu);
-            int64_t until = vq_now_ns() + e->spin_ns;
-            for (int i = 0; atomic_load_explicit(&e->queued, memory_order_relaxed) == 0; i++) {
-                vq_cpu_relax_();
-                if ((i & 15) == 15 && vq_now_ns() >= until)
-                    break;
-            }
-            pthread_mutex_lock(&e->mu);
-            atomic_fetch_sub_explicit(&e->spinning, 1, memory_order_relaxed);
-            if ((e->ring.count > 0 && e->busy < e->workers) || e->after_head || e->exiting)
-                continue;
-        }
+        if (vq_spin_locked_(e) &&
+            ((e->ring.count > 0 && e->busy < e->workers) || e->after_head || e->exiting))
+            continue;
         e->nidle++;
         pthread_cond_wait(&e->work_cv, &e->mu);
         e->nidle--;
@@ -390,10 +303,6 @@ static bool spawn_locked(vq_engine_t *e)
 static void abandon_locked(vq_engine_t *e, vq_worker_t *w)
 {
     vq_job_t *j = w->job;
-    int expected = JOB_RUNNING;
-    if (!atomic_compare_exchange_strong_explicit(&j->state, &expected, JOB_TIMED_OUT,
-                                                 memory_order_acq_rel, memory_order_acquire))
-        return; /* it finished and is reporting on its own */
     j->result = VQ_ERR_TIMEOUT;
     j->refs = 2;
     j->next = NULL;
@@ -411,7 +320,7 @@ static void abandon_locked(vq_engine_t *e, vq_worker_t *w)
         e->nwake++;
         pthread_cond_signal(&e->work_cv);
     }
-    wake_worker_locked(e);
+    vq_wake_worker_locked_(e);
 }
 
 static void *dispatcher_main(void *arg)
@@ -440,23 +349,9 @@ static void *dispatcher_main(void *arg)
                 break;
             }
         }
-        if (e->ticking) {
-            if (can_wake_locked(e)) {
-                /* One more worker per tick, and only while the active ones fall behind
-                 * (no completion since the last tick, or a growing queue). */
-                if (e->progress == e->tick_progress ||
-                    (e->ring.count > e->tick_queued && e->busy + e->nafter < e->grow_cap)) {
-                    e->nwake++;
-                    pthread_cond_signal(&e->work_cv);
-                }
-                e->tick_progress = e->progress;
-                e->tick_queued = e->ring.count;
-                if (now + WAKE_TICK_NS < next)
-                    next = now + WAKE_TICK_NS;
-            } else {
-                e->ticking = false;
-            }
-        }
+        int64_t tick = vq_wake_tick_locked_(e, now);
+        if (tick < next)
+            next = tick;
         if (e->shortage) {
             bool still =
                 e->nidle == 0 && ((e->ring.count > 0 && e->busy < e->workers) || e->after_head);
@@ -486,11 +381,16 @@ static void *dispatcher_main(void *arg)
 
 /* ---- lifecycle -------------------------------------------------------------------- */
 
+static unsigned online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
 void vq_engine_opts_init(vq_engine_opts_t *o)
 {
     memset(o, 0, sizeof(*o));
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    o->workers = n > 0 ? (unsigned)n : 1;
+    o->workers = online_cpus();
 }
 
 static void engine_destroy(vq_engine_t *e)
@@ -548,15 +448,8 @@ vq_err_t vq_engine_create(const vq_engine_opts_t *o, vq_engine_t **out)
     e->default_timeout = o->default_timeout_ns ? o->default_timeout_ns : DEFAULT_TIMEOUT_NS;
     e->free_max = o->task_cache ? o->task_cache : (e->ring.min_cap > 1024 ? e->ring.min_cap : 1024);
     e->workers = o->workers;
+    e->ncpu = online_cpus();
     e->disp_wake_at = INT64_MAX;
-    {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        e->ncpu = n > 0 ? (unsigned)n : 1;
-        const char *v;
-        e->grow_cap = (v = getenv("VQ_GROW_CAP")) ? (unsigned)atoi(v) : 1000;
-        e->spin_busy_max = (v = getenv("VQ_SPIN_BUSY")) ? (unsigned)atoi(v) : 1000;
-        e->spin_ns = (v = getenv("VQ_SPIN_NS")) ? atoll(v) : 84000;
-    }
     atomic_init(&e->stopping, false);
     atomic_init(&e->refs, 1);
     atomic_init(&e->spinning, 0);
@@ -604,7 +497,6 @@ static vq_err_t submit_locked(vq_engine_t *e, const vq_task_spec_t *spec)
     j->spec = *spec;
     if (!j->spec.timeout_ns)
         j->spec.timeout_ns = e->default_timeout;
-    atomic_store_explicit(&j->state, JOB_RUNNING, memory_order_relaxed);
     j->refs = 1;
     j->result = VQ_OK;
     j->next = NULL;
@@ -614,8 +506,8 @@ static vq_err_t submit_locked(vq_engine_t *e, const vq_task_spec_t *spec)
         return rc;
     }
     atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
-    atomic_fetch_add_explicit(&e->metrics.submitted, 1, memory_order_relaxed);
-    wake_worker_locked(e);
+    bump_locked(&e->metrics.submitted);
+    vq_wake_worker_locked_(e);
     if (e->nidle == 0)
         check_shortage_locked(e);
     return VQ_OK;
@@ -710,6 +602,7 @@ static void fail_queued_locked(vq_engine_t *e)
         else
             head = j;
         tail = j;
+        count_locked(e, VQ_ERR_SHUTDOWN);
     }
     e->nafter++;
     pthread_mutex_unlock(&e->mu);

@@ -3,10 +3,14 @@
 
 /* Shared between pool/ sources only. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 
+#include "vq/logger.h"
+#include "vq/metrics.h"
+#include "vq/ring.h"
 #include "vq/task.h"
 
 struct vq_engine;
@@ -52,5 +56,81 @@ static inline void vq_cpu_relax_(void)
     __asm__ __volatile__("yield");
 #endif
 }
+
+/* ---- engine internals: engine.c and wake.c ------------------------------------------ */
+
+typedef struct vq_job {
+    vq_task_spec_t spec;
+    struct vq_job *next; /* free list or completion queue */
+    int result;
+    int refs; /* under e->mu: 2 while an abandoned handler and its completion both run */
+} vq_job_t;
+
+typedef struct vq_worker {
+    struct vq_engine *e;
+    pthread_t th;
+    struct vq_worker *next, *prev;
+    vq_job_t *job;
+    int64_t deadline;
+    bool running;  /* holds a slot and runs job */
+    bool in_delay; /* in a retry delay, where it enforces its own deadline */
+    bool zombie;   /* abandoned at its deadline; handler still running */
+    bool orphan;   /* zombie outliving vq_engine_release: frees itself */
+    vq_ctx_t ctx;
+    uint64_t rng;
+} vq_worker_t;
+
+/* Locking: mu guards everything except the atomics (stopping, spinning, queued, refs). The
+ * metrics are atomics for their readers; the engine writes submitted, success, failure and
+ * busy only with mu held, as plain stores (no locked instruction per task); task.c adds to
+ * retries and late. */
+struct vq_engine {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;  /* idle workers */
+    pthread_cond_t space_cv; /* producers waiting for room */
+    pthread_cond_t stop_cv;  /* retry delays and vq_ctx_wait */
+    pthread_cond_t disp_cv;  /* dispatcher */
+    pthread_cond_t idle_cv;  /* release waiting for quiescence */
+    vq_ring_t ring;
+    vq_metrics_t metrics;
+    const vq_logger_t *logger;
+    int64_t default_timeout;
+    unsigned workers;  /* slots */
+    unsigned busy;     /* slots in use */
+    unsigned nthreads; /* pool threads, abandoned ones excluded */
+    unsigned nidle, nafter, nzombies;
+    unsigned nwake; /* signals sent to idle workers not yet consumed */
+    unsigned producers_waiting;
+    bool release_waiting;
+    uint64_t progress; /* completions, to tell a slow callback from a stuck one */
+    vq_job_t *after_head, *after_tail;
+    vq_job_t *free_jobs;
+    size_t nfree, free_max;
+    vq_worker_t *threads; /* every worker thread, abandoned ones included */
+    atomic_bool stopping;
+    bool started, exiting;
+    pthread_t disp;
+    int64_t disp_wake_at;
+    bool ticking; /* the dispatcher is waking idle workers on WAKE_TICK_NS */
+    uint64_t tick_progress;
+    size_t tick_queued;
+    int64_t tick_at;
+    bool shortage;
+    int64_t shortage_since;
+    uint64_t shortage_mark;
+    atomic_uint refs; /* the owner plus each orphan */
+    atomic_int spinning;
+    atomic_size_t queued;
+    unsigned ncpu; /* online CPUs at creation */
+};
+
+/* wake.c: when idle workers are woken, when one spins, and the dispatcher's wake tick. All
+ * with e->mu held. */
+void vq_wake_worker_locked_(struct vq_engine *e);
+/* Spins briefly for queued work if no other thread spins and a CPU is spare, dropping the
+ * lock meanwhile. Returns whether it spun (the caller re-checks for work). */
+bool vq_spin_locked_(struct vq_engine *e);
+/* The dispatcher's wake tick; returns when it is due next, INT64_MAX when it stopped. */
+int64_t vq_wake_tick_locked_(struct vq_engine *e, int64_t now);
 
 #endif
