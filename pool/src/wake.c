@@ -1,15 +1,13 @@
 /* When the engine wakes idle workers, when one spins, and the dispatcher's wake tick.
  *
- * A submit wakes an idle worker at once only when no worker is active, and no more at once
- * than there are CPUs (each further submit would wake another before the first runs; beyond
- * the CPUs they could not run in parallel anyway). With one active (it comes back to the
- * queue when done), more are woken by the dispatcher on a tick instead of by every submit,
- * since a futex wake per task costs more than a short task: one more per tick while the
- * active ones fall behind. Falling behind means no completion since the last tick (handlers
- * blocked: queued work must not wait for them), or a growing queue of tasks long enough for
- * another worker to add throughput. Short tasks are bound by the engine lock, not by their
- * handlers; more workers for them only add lock hand-overs between CPUs and runnable
- * threads competing with the producers for the CPUs. */
+ * A submit wakes an idle worker at once only when no worker is active. With one active (it
+ * comes back to the queue when done), more are woken by the dispatcher on a tick instead of
+ * by every submit, since a futex wake per task costs more than a short task: one more per
+ * tick while the active ones fall behind. Falling behind means no completion since the last
+ * tick (handlers blocked: queued work must not wait for them), or a growing queue of tasks
+ * long enough for another worker to add throughput. Short tasks are bound by the engine
+ * lock, not by their handlers; more workers for them only add lock hand-overs between CPUs
+ * and runnable threads competing with the producers for the CPUs. */
 #include "internal.h"
 
 /* Spinning a few microseconds before sleeping lets a worker catch the next task without a
@@ -31,7 +29,7 @@ void vq_wake_worker_locked_(struct vq_engine *e)
     /* Nothing while a thread spins: it will take the task. */
     if (!can_wake_locked(e) || atomic_load_explicit(&e->spinning, memory_order_relaxed) != 0)
         return;
-    if (e->busy + e->nafter == 0 && e->nwake < e->ncpu) {
+    if (e->busy + e->nafter == 0) {
         e->nwake++;
         pthread_cond_signal(&e->work_cv);
     } else if (!e->ticking) {
