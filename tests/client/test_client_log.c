@@ -45,17 +45,30 @@ typedef struct log_rec {
     atomic_int nested_rc;              /* what that refresh returned */
 } log_rec_t;
 
-static void rec_init(log_rec_t *r)
+/* On the heap: a recorder holds REC_LINES lines. */
+static log_rec_t *rec_new(void)
 {
+    log_rec_t *r = malloc(sizeof(*r));
+    assert_non_null(r);
     memset(r, 0, sizeof(*r));
     pthread_mutex_init(&r->mu, NULL);
     atomic_init(&r->client, NULL);
     atomic_init(&r->client_calls, 0);
+    return r;
 }
 
-static void rec_destroy(log_rec_t *r)
+static void rec_free(log_rec_t *r)
 {
     pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+/* A 1 x 1 server without a client: each test opens its client with its own recorder. */
+static void server_only(client_fixture_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
+    assert_int_equal(varlog_server_start(&o, &f->srv), VARLOG_OK);
 }
 
 static void rec_cb(void *opaque, varlog_log_level_t level, varlog_log_ctx_t ctx,
@@ -167,13 +180,9 @@ static void test_log_names(void **state)
 static void test_log_info_on_open(void **state)
 {
     (void)state;
-    log_rec_t *r = malloc(sizeof(*r));
-    assert_non_null(r);
-    rec_init(r);
+    log_rec_t *r = rec_new();
     client_fixture_t f;
-    memset(&f, 0, sizeof(f));
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
-    assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
+    server_only(&f);
     open_logged(&f, r, "log.level", "info", NULL);
     long i = rec_find(r, 0, VARLOG_LOG_INFO, VARLOG_LOG_CTX_CONF, "client open");
     if (i < 0) {
@@ -194,20 +203,15 @@ static void test_log_info_on_open(void **state)
         assert_true(r->lines[k].level <= VARLOG_LOG_INFO);
     assert_int_equal(r->malformed, 0);
     pthread_mutex_unlock(&r->mu);
-    rec_destroy(r);
-    free(r);
+    rec_free(r);
 }
 
 static void test_log_debug_metadata_only(void **state)
 {
     (void)state;
-    log_rec_t *r = malloc(sizeof(*r));
-    assert_non_null(r);
-    rec_init(r);
+    log_rec_t *r = rec_new();
     client_fixture_t f;
-    memset(&f, 0, sizeof(f));
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
-    assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
+    server_only(&f);
     open_logged(&f, r, "debug", "metadata", NULL);
     size_t after_open = rec_count(r);
 
@@ -233,20 +237,15 @@ static void test_log_debug_metadata_only(void **state)
     assert_true(r->n <= REC_LINES);
     assert_int_equal(r->malformed, 0);
     pthread_mutex_unlock(&r->mu);
-    rec_destroy(r);
-    free(r);
+    rec_free(r);
 }
 
 static void test_log_quiet_at_err(void **state)
 {
     (void)state;
-    log_rec_t *r = malloc(sizeof(*r));
-    assert_non_null(r);
-    rec_init(r);
+    log_rec_t *r = rec_new();
     client_fixture_t f;
-    memset(&f, 0, sizeof(f));
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
-    assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
+    server_only(&f);
     open_logged(&f, r, "log.level", "err", NULL);
     int32_t topic = 0;
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
@@ -258,8 +257,7 @@ static void test_log_quiet_at_err(void **state)
         fail_msg("%zu lines logged at log.level=err by a successful open and refresh",
                  rec_count(r));
     }
-    rec_destroy(r);
-    free(r);
+    rec_free(r);
 }
 
 /* A failed open logs (at ERR, in context conf) through the callback of a configuration that
@@ -267,13 +265,9 @@ static void test_log_quiet_at_err(void **state)
 static void test_log_failed_open(void **state)
 {
     (void)state;
-    log_rec_t *r = malloc(sizeof(*r));
-    assert_non_null(r);
-    rec_init(r);
+    log_rec_t *r = rec_new();
     client_fixture_t f;
-    memset(&f, 0, sizeof(f));
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
-    assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
+    server_only(&f);
     varlog_conf_t *conf = cf_conf(&f, "cluster.id", "2", NULL);
     varlog_conf_set_log_cb(conf, rec_cb, r);
     varlog_client_t *client = NULL;
@@ -285,8 +279,7 @@ static void test_log_failed_open(void **state)
     }
     varlog_conf_destroy(conf);
     cf_stop(&f);
-    rec_destroy(r);
-    free(r);
+    rec_free(r);
 }
 
 /* A metadata line is logged while a GetMetadata is in flight; the callback can still refresh
@@ -295,14 +288,10 @@ static void test_log_failed_open(void **state)
 static void test_log_cb_may_refresh(void **state)
 {
     (void)state;
-    log_rec_t *r = malloc(sizeof(*r));
-    assert_non_null(r);
-    rec_init(r);
+    log_rec_t *r = rec_new();
     atomic_init(&r->nested_rc, 1);
     client_fixture_t f;
-    memset(&f, 0, sizeof(f));
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
-    assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
+    server_only(&f);
     open_logged(&f, r, "debug", "metadata", NULL);
     int32_t topic = 0;
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
@@ -318,8 +307,7 @@ static void test_log_cb_may_refresh(void **state)
     assert_int_equal(varlog_client_refresh(f.client, -1), VARLOG_ERR_RPC_UNAVAILABLE);
     assert_non_null(strstr(varlog_last_error(), "injected"));
     close_logged(&f, r);
-    rec_destroy(r);
-    free(r);
+    rec_free(r);
 }
 
 /* The periodic refresher blocked in a delayed GetMetadata: destroy cancels its call too, so
@@ -327,13 +315,9 @@ static void test_log_cb_may_refresh(void **state)
 static void test_destroy_during_blocked_periodic_refresh(void **state)
 {
     (void)state;
-    log_rec_t *r = malloc(sizeof(*r));
-    assert_non_null(r);
-    rec_init(r);
+    log_rec_t *r = rec_new();
     client_fixture_t f;
-    memset(&f, 0, sizeof(f));
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
-    assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
+    server_only(&f);
     open_logged(&f, r, "metadata.call.timeout.ms", "120000", "metadata.refresh.interval.ms", "50",
                 "debug", "metadata", "log.level", "warning", NULL);
     atomic_store(&r->client, NULL); /* the callback may run during destroy below */
@@ -365,8 +349,7 @@ static void test_destroy_during_blocked_periodic_refresh(void **state)
     }
     pthread_mutex_unlock(&r->mu);
     cf_stop(&f);
-    rec_destroy(r);
-    free(r);
+    rec_free(r);
 }
 
 int main(void)
