@@ -65,8 +65,8 @@ static void *pick_loop(void *arg)
     int64_t now_ms = now_ns() / 1000000;
     for (long i = 0; i < j->n; i++) {
         int32_t ls;
-        if (allowlist_pick(j->al, (int32_t)((i + j->offset) % TOPICS) + 1, now_ms, &ls) !=
-            VARLOG_OK)
+        if (allowlist_pick(j->al, (int32_t)((i + j->offset) % TOPICS) + 1, now_ms, &ls, NULL,
+                           NULL) != VARLOG_OK)
             j->failures++;
     }
     return NULL;

@@ -65,8 +65,13 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view)
             free_topics(topics, i);
             return VARLOG_ERR_NOMEM;
         }
-        for (size_t j = 0; j < mt->n_log_streams; j++)
+        for (size_t j = 0; j < mt->n_log_streams; j++) {
+            const md_log_stream_t *ls =
+                md_view_log_stream(view, mt->topic_id, mt->log_stream_ids[j]);
             topics[i].entries[j].log_stream_id = mt->log_stream_ids[j];
+            topics[i].entries[j].sealed = ls && ls->sealed;
+            topics[i].entries[j].healthy = ls && !ls->sealed && ls->primary;
+        }
     }
     pthread_mutex_lock(&al->mu);
     for (size_t i = 0; i < view->n_topics; i++) {
@@ -76,7 +81,9 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view)
         topics[i].cursor = old->cursor;
         for (size_t j = 0; j < topics[i].n; j++) {
             allow_entry_t *e = find_entry(old, topics[i].entries[j].log_stream_id);
-            if (e)
+            /* A new metadata version showing the log stream fit to append ends its denial:
+             * the operator unsealed it, or its node is listed again. */
+            if (e && !topics[i].entries[j].healthy)
                 topics[i].entries[j].denied_until_ms = e->denied_until_ms;
         }
     }
@@ -89,23 +96,54 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view)
     return VARLOG_OK;
 }
 
-varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, int32_t *out)
+varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, int32_t *out,
+                            bool *denied, const char **why)
 {
     pthread_mutex_lock(&al->mu);
     allow_topic_t *t = find_topic(al, topic_id);
     varlog_err_t err = t ? VARLOG_ERR_NO_LOG_STREAM : VARLOG_ERR_UNKNOWN_TOPIC;
+    size_t earliest = SIZE_MAX; /* the unsealed entry whose denial ends first */
+    size_t pick = SIZE_MAX;
     for (size_t k = 0; t && k < t->n; k++) {
-        allow_entry_t *e = &t->entries[(t->cursor + k) % t->n];
-        if (e->denied_until_ms > now_ms)
+        size_t idx = (t->cursor + k) % t->n;
+        allow_entry_t *e = &t->entries[idx];
+        if (e->sealed)
             continue;
+        if (e->denied_until_ms > now_ms) {
+            if (earliest == SIZE_MAX || e->denied_until_ms < t->entries[earliest].denied_until_ms)
+                earliest = idx;
+            continue;
+        }
         e->denied_until_ms = 0;
-        *out = e->log_stream_id;
-        t->cursor = (t->cursor + k + 1) % t->n;
-        err = VARLOG_OK;
+        pick = idx;
         break;
     }
+    bool was_denied = pick == SIZE_MAX && earliest != SIZE_MAX;
+    if (was_denied)
+        pick = earliest;
+    if (pick != SIZE_MAX) {
+        *out = t->entries[pick].log_stream_id;
+        t->cursor = (pick + 1) % t->n;
+        err = VARLOG_OK;
+    }
+    if (denied)
+        *denied = was_denied;
+    if (why)
+        *why = !t          ? "not in the metadata"
+               : t->n == 0 ? "the topic has no log streams"
+                           : "every log stream is sealed";
     pthread_mutex_unlock(&al->mu);
     return err;
+}
+
+void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id)
+{
+    pthread_mutex_lock(&al->mu);
+    allow_topic_t *t = find_topic(al, topic_id);
+    allow_entry_t *e = t ? find_entry(t, log_stream_id) : NULL;
+    if (e)
+        e->denied_until_ms = 0;
+    pthread_mutex_unlock(&al->mu);
 }
 
 bool allowlist_deny(allowlist_t *al, int32_t topic_id, int32_t log_stream_id, int64_t until_ms)
@@ -130,7 +168,7 @@ varlog_err_t allowlist_list(allowlist_t *al, int32_t topic_id, int64_t now_ms, i
     allow_topic_t *t = find_topic(al, topic_id);
     size_t count = 0;
     for (size_t i = 0; t && i < t->n; i++) {
-        if (t->entries[i].denied_until_ms > now_ms)
+        if (t->entries[i].denied_until_ms > now_ms || t->entries[i].sealed)
             continue;
         if (count < cap)
             ids[count] = t->entries[i].log_stream_id;

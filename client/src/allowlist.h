@@ -2,12 +2,16 @@
 #define VARLOG_ALLOWLIST_H
 
 /*
- * Which log streams varlog_append may pick: every log stream of a topic in the current
- * metadata, minus the ones denied after a failure until their deny time passes. Picks go
- * round robin. Deny marks survive metadata renewals (as in the Go client) and expire by
- * time only, checked when picking: no timer thread.
+ * Which log streams varlog_append may pick: the unsealed log streams of a topic in the
+ * current metadata, minus the ones denied after a failure. Picks go round robin. A denial
+ * ends when its time passes (checked when picking: no timer thread), when an append to the
+ * log stream succeeds, or when a new metadata version shows the log stream unsealed with a
+ * known primary (the node came back, the log stream was unsealed). When every unsealed log
+ * stream is denied, the one whose denial ends first is picked rather than none: a denial
+ * steers appends away from a failing log stream, it must not make a topic unwritable.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,6 +19,8 @@
 
 typedef struct allow_entry {
     int32_t log_stream_id;
+    bool sealed;             /* in the metadata the list was built from */
+    bool healthy;            /* unsealed, with a known primary, in that metadata */
     int64_t denied_until_ms; /* 0 = allowed */
 } allow_entry_t;
 
@@ -34,20 +40,27 @@ typedef struct allowlist {
 void allowlist_init(allowlist_t *al);
 void allowlist_destroy(allowlist_t *al);
 
-/* Rebuilds from view, keeping the deny marks of log streams still present. NOMEM leaves the
- * previous lists in place. */
+/* Rebuilds from view (a new metadata version), keeping the deny marks of log streams still
+ * present unless view shows them unsealed with a primary. NOMEM leaves the previous lists in
+ * place. */
 varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view);
 
-/* The next allowed log stream of topic after the previous pick. Errors: UNKNOWN_TOPIC,
- * NO_LOG_STREAM (the topic has none, or all are denied at now_ms). */
-varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, int32_t *out);
+/* The next allowed, unsealed log stream of topic after the previous pick; when all unsealed
+ * ones are denied at now_ms, the one whose denial ends first. *denied (optional) tells
+ * whether the pick was denied. Errors: UNKNOWN_TOPIC, NO_LOG_STREAM (the topic has no log
+ * stream, or every one is sealed; *why, optional, says which). */
+varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, int32_t *out,
+                            bool *denied, const char **why);
+
+/* Ends a denial (an append to the log stream succeeded). Unknown ids are ignored. */
+void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id);
 
 /* Denies a log stream until until_ms; unknown ids are ignored. Returns true when it was
  * allowed before (a new denial). */
 bool allowlist_deny(allowlist_t *al, int32_t topic_id, int32_t log_stream_id, int64_t until_ms);
 
-/* Allowed log streams of topic at now_ms: up to cap into ids, the total into *n.
- * Errors: UNKNOWN_TOPIC. */
+/* Allowed (undenied, unsealed) log streams of topic at now_ms: up to cap into ids, the total into
+ * *n. Errors: UNKNOWN_TOPIC. */
 varlog_err_t allowlist_list(allowlist_t *al, int32_t topic_id, int64_t now_ms, int32_t *ids,
                             size_t cap, size_t *n);
 

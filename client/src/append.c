@@ -2,12 +2,14 @@
  * task on the client's pool engine, each retry preceded by a metadata lookup that concurrent
  * retries share through the pool batcher. Each call reports whether its records were
  * stored, certainly not stored, or perhaps stored. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "client_internal.h"
 #include "errtext.h"
+#include "outcome.h"
 #include "snpb/log_io.pb-c.h"
 #include "wire.h"
 
@@ -19,29 +21,30 @@ typedef struct append_op {
     int32_t topic_id;
     int32_t fixed_log_stream; /* 0 = pick one per attempt */
     size_t n;
-    uint8_t *body; /* the records, encoded once as AppendRequest's payload fields */
-    size_t body_len;
+    grpc_slice body;     /* the records, encoded once as AppendRequest's payload fields and
+                          * shared by every attempt's message */
     int64_t deadline_ms; /* -1 = none */
     uint64_t rng;        /* retry jitter, touched by the retry task only */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool done;             /* the result below is final */
+    /* The result below is final once done is set: nothing changes it afterwards. */
+    bool done;
     bool abandoned;        /* the caller left at its deadline */
     bool maybe;            /* some attempt may have stored the records */
-    bool attempt_inflight; /* an attempt's request is on its way */
+    bool attempt_inflight; /* an attempt may be sending or have sent its request */
     unsigned attempts;
     varlog_err_t err;
     char errtext[384];
-    varlog_entry_meta_t *metas;
+    varlog_entry_meta_t metas[]; /* n, filled by the attempt that succeeded */
 } append_op_t;
 
 /* What one attempt taught us. */
 typedef struct attempt_result {
-    varlog_err_t err;
-    bool ambiguous; /* the request may have been stored */
-    bool deny;      /* the log stream itself failed: skip it for a while */
-    bool retriable;
+    append_verdict_t v;
+    bool ran;       /* false: the op was over before this attempt could send */
+    int32_t ls;     /* the log stream tried; 0 before one was picked */
+    char text[384]; /* the failure, for the op's error text */
 } attempt_result_t;
 
 /* ---- encoding ------------------------------------------------------------------------------ */
@@ -67,15 +70,15 @@ static size_t varint_len(uint64_t v)
     return n;
 }
 
-/* AppendRequest field 3 (repeated bytes payload) for every record. */
-static uint8_t *encode_payloads(const varlog_record_t *records, size_t n, size_t *len)
+/* AppendRequest field 3 (repeated bytes payload) for every record, into one reference-counted
+ * slice that every attempt's message shares. */
+static grpc_slice encode_payloads(const varlog_record_t *records, size_t n)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += 1 + varint_len(records[i].len) + records[i].len;
-    uint8_t *buf = malloc(total ? total : 1);
-    if (!buf)
-        return NULL;
+    grpc_slice body = grpc_slice_malloc(total);
+    uint8_t *buf = GRPC_SLICE_START_PTR(body);
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         buf[off++] = (3 << 3) | 2;
@@ -83,8 +86,7 @@ static uint8_t *encode_payloads(const varlog_record_t *records, size_t n, size_t
         memcpy(buf + off, records[i].data, records[i].len);
         off += records[i].len;
     }
-    *len = off;
-    return buf;
+    return body;
 }
 
 /* AppendRequest fields 1 and 2 (int32 ids are varints; ids are >= 1). */
@@ -100,24 +102,31 @@ static size_t encode_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id)
 
 /* ---- the op ---------------------------------------------------------------------------- */
 
+static void op_ref(append_op_t *op)
+{
+    atomic_fetch_add_explicit(&op->refs, 1, memory_order_relaxed);
+}
+
 static void op_unref(append_op_t *op)
 {
     if (atomic_fetch_sub_explicit(&op->refs, 1, memory_order_acq_rel) != 1)
         return;
     pthread_cond_destroy(&op->cv);
     pthread_mutex_destroy(&op->mu);
-    free(op->metas);
-    free(op->body);
+    grpc_slice_unref(op->body);
     free(op);
 }
 
-/* Settles the op's result once; later calls change nothing. */
+/* Settles the op's result once; later calls change nothing. text NULL keeps the op's text. */
 static void op_finish(append_op_t *op, varlog_err_t err, const char *text)
 {
     pthread_mutex_lock(&op->mu);
     if (!op->done) {
         op->done = true;
         op->err = err;
+        /* Ended by a deadline, the watchdog or closing while an attempt was out. */
+        if (err != VARLOG_OK)
+            op->maybe |= op->attempt_inflight;
         if (text && text != op->errtext)
             snprintf(op->errtext, sizeof(op->errtext), "%s", text);
         pthread_cond_broadcast(&op->cv);
@@ -127,89 +136,39 @@ static void op_finish(append_op_t *op, varlog_err_t err, const char *text)
 
 /* ---- one attempt --------------------------------------------------------------------------- */
 
-static void classify(append_op_t *op, varlog_err_t err, const char *msg, bool sent,
-                     attempt_result_t *r)
+static void attempt_fail(attempt_result_t *r, varlog_err_t err, bool retriable, const char *fmt,
+                         ...) __attribute__((format(printf, 4, 5)));
+
+static void attempt_fail(attempt_result_t *r, varlog_err_t err, bool retriable, const char *fmt,
+                         ...)
 {
-    varlog_client_t *c = op->c;
-    r->err = err;
-    r->ambiguous = sent;
-    r->deny = false;
-    r->retriable = false;
-    switch (err) {
-    case VARLOG_ERR_CLOSED:
-    case VARLOG_ERR_RPC_CANCELLED:
-        if (client_closing(c)) {
-            r->err = VARLOG_ERR_CLOSED;
-            return;
-        }
-        r->deny = r->retriable = true;
-        return;
-    case VARLOG_ERR_TIMED_OUT:
-    case VARLOG_ERR_RPC_DEADLINE_EXCEEDED:
-        /* Every attempt's RPC deadline is the call's own deadline (gRPC may fire it a moment
-         * before our clock says so): it says nothing about the log stream. */
-        r->err = VARLOG_ERR_TIMED_OUT;
-        return;
-    case VARLOG_ERR_RPC_FAILED_PRECONDITION:
-        /* Varlog's sealed (and sealing, learning) log streams; Go matches the word. */
-        r->ambiguous = false;
-        r->deny = true;
-        r->retriable = strstr(msg, "sealed") != NULL;
-        if (r->retriable)
-            r->err = VARLOG_ERR_SEALED;
-        return;
-    case VARLOG_ERR_RPC_NOT_FOUND:          /* the replica is not on that node (stale metadata) */
-    case VARLOG_ERR_RPC_RESOURCE_EXHAUSTED: /* refused before storing */
-        r->ambiguous = false;
-        r->deny = r->retriable = true;
-        return;
-    case VARLOG_ERR_RPC_UNAVAILABLE:
-        if (strstr(msg, "not primary"))
-            r->ambiguous = false;
-        r->deny = r->retriable = true;
-        return;
-    case VARLOG_ERR_RPC_INVALID_ARGUMENT:
-    case VARLOG_ERR_RPC_ALREADY_EXISTS:
-    case VARLOG_ERR_RPC_PERMISSION_DENIED:
-    case VARLOG_ERR_RPC_OUT_OF_RANGE:
-    case VARLOG_ERR_RPC_UNIMPLEMENTED:
-    case VARLOG_ERR_RPC_UNAUTHENTICATED:
-        r->ambiguous = false; /* the server refused the request as such */
-        return;
-    case VARLOG_ERR_DECODE:
-        r->ambiguous = true; /* an answer came but could not be read */
-        return;
-    case VARLOG_ERR_NOMEM:
-    case VARLOG_ERR_ENCODE:
-    case VARLOG_ERR_INTERNAL:
-        r->retriable = err == VARLOG_ERR_NOMEM;
-        return;
-    default: /* UNKNOWN ("closed" replica), INTERNAL, ABORTED, DATA_LOSS from the server */
-        r->deny = r->retriable = true;
-        return;
-    }
+    r->v = (append_verdict_t){.err = err, .retriable = retriable};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->text, sizeof(r->text), fmt, ap);
+    va_end(ap);
 }
 
 static void fill_metas(append_op_t *op, const Varlog__Snpb__AppendResponse *resp,
                        attempt_result_t *r)
 {
     if (resp->n_results != op->n) {
-        r->err =
-            errtext_set(VARLOG_ERR_DECODE, "%zu results for %zu records", resp->n_results, op->n);
-        r->ambiguous = true;
+        attempt_fail(r, VARLOG_ERR_DECODE, false, "%zu results for %zu records", resp->n_results,
+                     op->n);
+        r->v.ambiguous = true;
         return;
     }
     for (size_t i = 0; i < op->n; i++) {
         const Varlog__Snpb__AppendResult *res = resp->results[i];
         if (res && res->error && res->error[0]) {
             /* Servers before v0.26 reported a failed suffix of the batch this way. */
-            r->err = errtext_set(VARLOG_ERR_RPC_UNKNOWN, "record %zu: %s", i, res->error);
-            r->ambiguous = true;
+            attempt_fail(r, VARLOG_ERR_RPC_UNKNOWN, false, "record %zu: %s", i, res->error);
+            r->v.ambiguous = true;
             return;
         }
         if (!res || !res->meta) {
-            r->err = errtext_set(VARLOG_ERR_DECODE, "result %zu without metadata", i);
-            r->ambiguous = true;
+            attempt_fail(r, VARLOG_ERR_DECODE, false, "result %zu without metadata", i);
+            r->v.ambiguous = true;
             return;
         }
         op->metas[i].topic_id = res->meta->topic_id;
@@ -219,107 +178,142 @@ static void fill_metas(append_op_t *op, const Varlog__Snpb__AppendResponse *resp
     }
 }
 
+/* Marks the attempt in flight, unless the op is over (its result is final or the caller
+ * left): then nothing may be sent, or a record could be stored after the caller was told it
+ * was not. The caller's wait reads the mark under the same lock, so either it sees the mark
+ * and reports MAYBE_APPENDED, or this attempt sees the op over and does not send. Returns
+ * the attempt's absolute deadline, or 0 when it must not send. */
+static int64_t begin_send(append_op_t *op, attempt_result_t *r, bool *own_deadline)
+{
+    int64_t bound = wire_now_ms() + op->c->conf->append_attempt_timeout_ms;
+    pthread_mutex_lock(&op->mu);
+    int64_t deadline = 0;
+    if (op->done || op->abandoned) {
+        r->ran = false;
+    } else if (client_remaining_ms(op->deadline_ms) == 0) {
+        attempt_fail(r, VARLOG_ERR_TIMED_OUT, false, "no time left for attempt %u", op->attempts);
+    } else {
+        op->attempt_inflight = true;
+        *own_deadline = op->deadline_ms >= 0 && op->deadline_ms <= bound;
+        deadline = *own_deadline ? op->deadline_ms : bound;
+    }
+    pthread_mutex_unlock(&op->mu);
+    return deadline;
+}
+
 /* Sends the batch to one log stream's primary and waits for its answer. */
 static void attempt(append_op_t *op, attempt_result_t *r)
 {
     varlog_client_t *c = op->c;
     memset(r, 0, sizeof(*r));
+    r->ran = true;
     pthread_mutex_lock(&op->mu);
-    unsigned nth = ++op->attempts;
+    bool over = op->done || op->abandoned;
+    unsigned nth = over ? op->attempts : ++op->attempts;
     pthread_mutex_unlock(&op->mu);
+    if (over) {
+        r->ran = false;
+        return;
+    }
     atomic_fetch_add(&c->stats.append_attempts, 1);
 
     md_view_t *v = md_current(c);
     int32_t ls = op->fixed_log_stream;
-    varlog_err_t err = VARLOG_OK;
     if (!ls) {
-        err = allowlist_pick(&c->allow, op->topic_id, wire_now_ms(), &ls);
+        const char *why = "";
+        varlog_err_t err = allowlist_pick(&c->allow, op->topic_id, wire_now_ms(), &ls, NULL, &why);
         if (err != VARLOG_OK) {
-            r->err = errtext_set(err, "topic %d: %s", op->topic_id,
-                                 err == VARLOG_ERR_NO_LOG_STREAM
-                                     ? "every log stream is denied after failures"
-                                     : "not in the metadata");
-            r->retriable = err == VARLOG_ERR_NO_LOG_STREAM;
+            /* No log stream to try: neither a lookup nor a retry can make one appear sooner
+             * than the caller's next call would see it. */
+            attempt_fail(r, err, false, "append to topic %d: %s", op->topic_id, why);
             goto out;
         }
     }
+    r->ls = ls;
     const md_log_stream_t *l = md_view_log_stream(v, op->topic_id, ls);
     if (!l) {
-        r->err = errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
-                             "log stream %d of topic %d is not in the metadata", ls, op->topic_id);
-        r->retriable = !op->fixed_log_stream; /* the allow list lags the view */
+        attempt_fail(r, VARLOG_ERR_UNKNOWN_LOG_STREAM, !op->fixed_log_stream,
+                     "log stream %d of topic %d is not in the metadata", ls, op->topic_id);
         goto out;
     }
     if (op->fixed_log_stream && l->sealed && nth > 1) {
         /* Fresh metadata confirms it: retrying the same log stream cannot succeed. */
-        r->err =
-            errtext_set(VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", ls, op->topic_id);
+        attempt_fail(r, VARLOG_ERR_SEALED, false, "log stream %d of topic %d is sealed", ls,
+                     op->topic_id);
         goto out;
     }
     if (!l->primary) {
-        r->err = errtext_set(VARLOG_ERR_RPC_UNAVAILABLE,
-                             "log stream %d of topic %d: its primary has no known address", ls,
-                             op->topic_id);
-        r->deny = r->retriable = true;
+        attempt_fail(r, VARLOG_ERR_RPC_UNAVAILABLE, true,
+                     "log stream %d of topic %d: its primary has no known address", ls,
+                     op->topic_id);
+        r->v.deny = true;
         goto out;
     }
-    int64_t left = client_remaining_ms(op->deadline_ms);
-    if (left == 0) {
-        r->err = errtext_set(VARLOG_ERR_TIMED_OUT, "no time left for attempt %u", nth);
+    bool own_deadline = false;
+    int64_t deadline = begin_send(op, r, &own_deadline);
+    if (!deadline)
         goto out;
-    }
     rpc_stream_opts_t so = {.kind = RPC_STREAM_BIDI,
                             .response = &varlog__snpb__append_response__descriptor,
                             .recv_window = 1,
-                            .timeout_ms = left};
+                            .timeout_ms = -1,
+                            .deadline_ms = deadline};
     rpc_stream_t *s = NULL;
-    err = rpc_stream_open(c->rpc, l->primary, SN_PATH_APPEND, &so, NULL, &s);
+    varlog_err_t err = rpc_stream_open(c->rpc, l->primary, SN_PATH_APPEND, &so, NULL, &s);
     ProtobufCMessage *m = NULL;
     if (err == VARLOG_OK) {
         uint8_t head[32];
         size_t head_len = encode_head(head, op->topic_id, ls);
-        pthread_mutex_lock(&op->mu);
-        op->attempt_inflight = true;
-        pthread_mutex_unlock(&op->mu);
-        err = rpc_stream_send_encoded(s, head, head_len, op->body, op->body_len);
-        if (err == VARLOG_OK)
-            err = rpc_stream_close_send(s);
-        /* One request, one response, then cancel: what Go's per-call Append does. */
+        varlog_err_t send_err = rpc_stream_send_shared(s, head, head_len, op->body);
+        if (send_err == VARLOG_OK)
+            send_err = rpc_stream_close_send(s);
+        /* A send refused on our side (memory) leaves a call the server still waits on. */
+        bool local = send_err == VARLOG_ERR_NOMEM || send_err == VARLOG_ERR_INVALID_ARG;
+        if (local)
+            rpc_stream_cancel(s);
+        /* One request, one response, then cancel: what Go's per-call Append does. The
+         * receive also waits for the call's final status, which is what explains a send
+         * that failed (the transport only knows the connection broke). */
         varlog_err_t recv_err = rpc_stream_recv(s, -1, &m);
-        if (err == VARLOG_OK)
-            err = recv_err;
+        err = recv_err == VARLOG_OK || !local ? recv_err : send_err;
     }
     if (err == VARLOG_OK) {
-        r->err = VARLOG_OK;
         fill_metas(op, (const Varlog__Snpb__AppendResponse *)m, r);
         protobuf_c_message_free_unpacked(m, NULL);
     } else {
         const rpc_status_t *st = s ? rpc_stream_status(s) : NULL;
         const char *msg = st && st->message ? st->message : "";
-        classify(op, err, msg, s && rpc_stream_sent(s, 5000) > 0, r);
-        errtext_set(r->err,
-                    "append of %zu records to log stream %d of topic %d at %s "
-                    "(attempt %u): %s%s%s",
-                    op->n, ls, op->topic_id, l->primary, nth, varlog_err_str(err),
-                    msg[0] ? ": " : "", msg);
+        bool sent = s && rpc_stream_sent(s, 5000) > 0;
+        r->v = append_classify(err, msg, sent, client_closing(c), own_deadline);
+        if (r->v.err == VARLOG_ERR_TIMED_OUT)
+            own_deadline = true;
+        snprintf(r->text, sizeof(r->text),
+                 "append of %zu records to log stream %d of topic %d at %s (attempt %u): %s%s%s%s",
+                 op->n, ls, op->topic_id, l->primary, nth, varlog_err_str(err), msg[0] ? ": " : "",
+                 msg, own_deadline ? "" : " (no answer within append.attempt.timeout.ms)");
     }
     rpc_stream_destroy(s);
 out:
     pthread_mutex_lock(&op->mu);
     op->attempt_inflight = false;
-    op->maybe |= r->err != VARLOG_OK && r->ambiguous;
-    if (r->err != VARLOG_OK) {
-        op->err = r->err;
-        errtext_copy(op->errtext, sizeof(op->errtext));
+    if (!op->done && r->ran) {
+        /* A finished op's result is final: a late attempt changes nothing the caller reads. */
+        op->maybe |= r->v.err != VARLOG_OK && r->v.ambiguous;
+        if (r->v.err != VARLOG_OK) {
+            op->err = r->v.err;
+            snprintf(op->errtext, sizeof(op->errtext), "%s", r->text);
+        }
     }
     pthread_mutex_unlock(&op->mu);
     int64_t ttl = c->conf->append_deny_ttl_ms;
-    if (r->err != VARLOG_OK && r->deny && ttl > 0 &&
-        allowlist_deny(&c->allow, op->topic_id, ls, wire_now_ms() + ttl)) {
+    if (r->ran && r->v.err == VARLOG_OK && r->ls) {
+        allowlist_allow(&c->allow, op->topic_id, r->ls);
+    } else if (r->ran && r->v.err != VARLOG_OK && r->v.deny && ttl > 0 &&
+               allowlist_deny(&c->allow, op->topic_id, ls, wire_now_ms() + ttl)) {
         atomic_fetch_add(&c->stats.denials, 1);
         log_line(&c->log, VARLOG_LOG_NOTICE, VARLOG_LOG_CTX_APPEND,
                  "log stream %d of topic %d denied for %lld ms: %s", ls, op->topic_id,
-                 (long long)ttl, op->errtext);
+                 (long long)ttl, r->text);
     }
     md_view_unref(v);
 }
@@ -327,12 +321,13 @@ out:
 static bool should_retry(append_op_t *op, const attempt_result_t *r)
 {
     varlog_client_t *c = op->c;
-    if (!r->retriable || client_closing(c) || client_remaining_ms(op->deadline_ms) == 0)
+    if (!r->ran || !r->v.retriable || client_closing(c) ||
+        client_remaining_ms(op->deadline_ms) == 0)
         return false;
-    if (r->ambiguous && !c->conf->append_retry_maybe_appended)
+    if (r->v.ambiguous && !c->conf->append_retry_maybe_appended)
         return false;
     pthread_mutex_lock(&op->mu);
-    bool budget = op->attempts < (unsigned)c->conf->append_retries + 1;
+    bool budget = !op->done && op->attempts < (unsigned)c->conf->append_retries + 1;
     pthread_mutex_unlock(&op->mu);
     return budget;
 }
@@ -388,13 +383,15 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     atomic_fetch_add(&c->stats.append_retries, 1);
     attempt_result_t r;
     attempt(op, &r);
-    if (r.err == VARLOG_OK) {
+    if (!r.ran)
+        return 0;
+    if (r.v.err == VARLOG_OK) {
         op_finish(op, VARLOG_OK, NULL);
         return 0;
     }
     if (should_retry(op, &r))
         return VQ_ERR_USER;
-    op_finish(op, r.err, op->errtext);
+    op_finish(op, r.v.err, r.text);
     return 0;
 }
 
@@ -429,7 +426,7 @@ static bool submit_retry(append_op_t *op)
                             * watchdog is only a backstop well beyond it. */
                            .timeout_ns = left < 0 ? (int64_t)1 << 61 : (left + grace_ms) * 1000000,
                            .retry = retry_policy(c, extra)};
-    atomic_fetch_add(&op->refs, 1);
+    op_ref(op);
     vq_err_t err = vq_engine_submit(c->engine, &spec);
     if (err != VQ_OK) {
         atomic_fetch_sub(&op->refs, 1);
@@ -469,11 +466,15 @@ static void await_result(append_op_t *op)
 
 /* ---- the public calls ---------------------------------------------------------------------- */
 
-static varlog_err_t check_input(varlog_client_t *c, const varlog_record_t *records, size_t n,
-                                int64_t timeout_ms)
+static varlog_err_t check_input(varlog_client_t *c, int32_t topic_id,
+                                const varlog_record_t *records, size_t n, int64_t timeout_ms)
 {
     if (!c)
         return errtext_set(VARLOG_ERR_INVALID_ARG, "append: client is NULL");
+    if (topic_id < 1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "append: topic id %d (ids start at 1)",
+                           topic_id);
+
     if (!records)
         return errtext_set(VARLOG_ERR_INVALID_ARG, "append: records is NULL");
     if (n == 0)
@@ -520,7 +521,7 @@ static varlog_err_t check_target(varlog_client_t *c, int32_t topic_id, int32_t l
         md_view_unref(v);
         if (topic_known && ls_known)
             return VARLOG_OK;
-        if (round > 0 || topic_id < 1 || log_stream_id < 0) {
+        if (round > 0) {
             if (!topic_known)
                 return errtext_set(VARLOG_ERR_UNKNOWN_TOPIC,
                                    "append: topic %d is not in the metadata (applied index "
@@ -535,9 +536,36 @@ static varlog_err_t check_target(varlog_client_t *c, int32_t topic_id, int32_t l
         if (left >= 0 && left < timeout)
             timeout = left ? left : 1;
         varlog_err_t err = md_fetch(c, timeout);
-        if (err == VARLOG_ERR_CLOSED)
-            return err;
+        if (err != VARLOG_OK) {
+            /* The metadata could not be checked: that failure is the answer, not "unknown". */
+            char why[256];
+            errtext_copy(why, sizeof(why));
+            return errtext_set(err,
+                               "append: %s %d of topic %d is not in the metadata at hand and "
+                               "the lookup failed: %s",
+                               topic_known ? "log stream" : "topic",
+                               topic_known ? log_stream_id : topic_id, topic_id, why);
+        }
     }
+}
+
+static append_op_t *op_new(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
+                           const varlog_record_t *records, size_t n, int64_t deadline)
+{
+    append_op_t *op = calloc(1, sizeof(*op) + n * sizeof(varlog_entry_meta_t));
+    if (!op)
+        return NULL;
+    op->body = encode_payloads(records, n);
+    atomic_init(&op->refs, 1);
+    op->c = c;
+    op->topic_id = topic_id;
+    op->fixed_log_stream = log_stream_id;
+    op->n = n;
+    op->deadline_ms = deadline;
+    op->rng = (uint64_t)wire_now_ms() * 0x9E3779B97F4A7C15ull | 1;
+    pthread_mutex_init(&op->mu, NULL);
+    wire_cond_init(&op->cv);
+    return op;
 }
 
 static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
@@ -547,7 +575,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
     if (outcome)
         *outcome = VARLOG_NOT_APPENDED;
     int64_t deadline = timeout_ms < 0 ? -1 : wire_now_ms() + timeout_ms;
-    varlog_err_t err = check_input(c, records, n, timeout_ms);
+    varlog_err_t err = check_input(c, topic_id, records, n, timeout_ms);
     if (err != VARLOG_OK)
         return err;
     if ((err = client_enter(c)) != VARLOG_OK)
@@ -558,36 +586,20 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
         client_leave(c);
         return err;
     }
-    append_op_t *op = calloc(1, sizeof(*op));
-    if (op) {
-        op->metas = calloc(n, sizeof(varlog_entry_meta_t));
-        op->body = encode_payloads(records, n, &op->body_len);
-    }
-    if (!op || !op->metas || !op->body) {
-        if (op) {
-            free(op->metas);
-            free(op->body);
-        }
-        free(op);
+    append_op_t *op = op_new(c, topic_id, log_stream_id, records, n, deadline);
+    if (!op) {
         client_leave(c);
         return errtext_set(VARLOG_ERR_NOMEM, "append: out of memory for %zu records", n);
     }
-    atomic_init(&op->refs, 1);
-    op->c = c;
-    op->topic_id = topic_id;
-    op->fixed_log_stream = log_stream_id;
-    op->n = n;
-    op->deadline_ms = deadline;
-    op->rng = (uint64_t)wire_now_ms() * 0x9E3779B97F4A7C15ull | 1;
-    pthread_mutex_init(&op->mu, NULL);
-    wire_cond_init(&op->cv);
+    /* Failed attempts before a success must not replace the caller's last error. */
+    errtext_guard_begin();
 
     attempt_result_t r;
     attempt(op, &r);
-    if (r.err != VARLOG_OK && should_retry(op, &r) && submit_retry(op))
+    if (r.v.err != VARLOG_OK && should_retry(op, &r) && submit_retry(op))
         await_result(op);
     else
-        op_finish(op, r.err, NULL);
+        op_finish(op, r.v.err, r.v.err == VARLOG_OK ? NULL : r.text);
 
     pthread_mutex_lock(&op->mu);
     err = op->err;
@@ -602,6 +614,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
                                     : (maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED);
     atomic_fetch_add(err == VARLOG_OK ? &c->stats.appends_ok : &c->stats.appends_failed, 1);
     op_unref(op);
+    errtext_guard_end(err == VARLOG_OK);
     client_leave(c);
     return err;
 }

@@ -80,6 +80,12 @@ static const conf_property_t props[] = {
     BOOL_PROP("append.retry.maybe.appended", append_retry_maybe_appended, "false",
               "Also retry after an ambiguous failure, one after which the records may have "
               "been appended: a retry may then append them twice."),
+    INT_PROP("append.attempt.timeout.ms", append_attempt_timeout_ms, "10000", 1, 3600000, MS,
+             "Bound on one append attempt (sending the batch and waiting for its answer). An "
+             "attempt that reaches it while the call still has time is taken for a hung node: "
+             "its log stream is denied and the attempt counts as MAYBE_APPENDED. It also bounds "
+             "the attempts of a call with timeout -1, whose whole duration the retries then "
+             "bound."),
     INT_PROP("append.deny.ttl.ms", append_deny_ttl_ms, "600000", 0, 86400000, MS,
              "How long varlog_append skips a log stream after an append to it failed for a "
              "reason of the log stream's own (sealed, unreachable, not on its node, full); the "
@@ -99,6 +105,17 @@ static const conf_property_t props[] = {
              "worker, so a larger batch could never fill."),
     INT_PROP("lookup.batch.wait.ms", lookup_batch_wait_ms, "5", 0, 60000, MS,
              "How long a lookup waits for others to join its batch before it is sent."),
+    INT_PROP("reconnect.backoff.max.ms", reconnect_backoff_max_ms, "1000", 100, 120000, MS,
+             "Cap of the delay between attempts to reconnect to a node (storage node or "
+             "metadata repository) that could not be reached; the first delay is 100 ms (or "
+             "this cap if smaller) and grows 1.6-fold with 20% jitter. While a reconnection "
+             "waits, calls to the node fail at once as unreachable, so this bounds how long a "
+             "node that came back stays unused. gRPC's own cap is 120000."),
+    INT_PROP("channel.unlisted.grace.ms", channel_unlisted_grace_ms, "60000", 0, 86400000, MS,
+             "How long a cached connection to an address that the metadata no longer lists "
+             "(nor metadata.addresses, nor the metadata repository member in use) is kept "
+             "before it is closed. Checked whenever metadata is fetched; a connection with "
+             "calls still running is closed after its last call."),
     {.name = "log.level",
      .type = CONF_TYPE_ENUM,
      .def = "info",

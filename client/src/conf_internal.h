@@ -19,6 +19,7 @@ struct varlog_conf {
     int64_t append_retry_backoff_ms;
     int64_t append_retry_backoff_max_ms;
     bool append_retry_maybe_appended;
+    int64_t append_attempt_timeout_ms;
     int64_t append_deny_ttl_ms;
     int64_t append_record_max_bytes;
     int64_t append_batch_max_records;
@@ -26,6 +27,8 @@ struct varlog_conf {
     int64_t retry_workers;
     int64_t lookup_batch_size; /* 0 = batching off */
     int64_t lookup_batch_wait_ms;
+    int64_t reconnect_backoff_max_ms;
+    int64_t channel_unlisted_grace_ms;
     varlog_log_level_t log_level;
     unsigned debug_contexts; /* set of varlog_log_ctx_t bits */
     varlog_log_cb *log_cb;   /* NULL = stderr */

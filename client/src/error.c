@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "errtext.h"
 
@@ -89,8 +90,30 @@ const char *varlog_last_error(void)
     return last_error;
 }
 
+static _Thread_local struct {
+    unsigned depth;
+    bool saved;
+    char text[512];
+} guard;
+
+void errtext_guard_begin(void)
+{
+    if (guard.depth++ == 0)
+        guard.saved = false;
+}
+
+void errtext_guard_end(bool succeeded)
+{
+    if (--guard.depth == 0 && succeeded && guard.saved)
+        memcpy(last_error, guard.text, sizeof(last_error));
+}
+
 varlog_err_t errtext_set(varlog_err_t err, const char *fmt, ...)
 {
+    if (guard.depth && !guard.saved) {
+        memcpy(guard.text, last_error, sizeof(guard.text));
+        guard.saved = true;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof(last_error), fmt, ap);

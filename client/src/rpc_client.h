@@ -67,13 +67,17 @@ typedef struct rpc_stream_opts {
     const ProtobufCMessageDescriptor *response; /* how received messages are decoded */
     /* Received messages buffered before the next receive is no longer armed (>= 1). */
     size_t recv_window;
-    int64_t timeout_ms;  /* deadline of the whole call; < 0 = none */
+    int64_t timeout_ms; /* deadline of the whole call; < 0 = none */
     bool wait_for_ready; /* wait for the connection instead of failing fast with UNAVAILABLE */
     /* Optional hook run on the I/O thread after a message or the end of the call becomes
      * available to rpc_stream_recv. It must not block and must not call rpc_stream_*
      * functions that wait; it is meant to signal another thread. */
     void (*notify)(void *arg);
     void *notify_arg;
+    /* Absolute deadline of the whole call (wire_now_ms clock), used instead of timeout_ms
+     * when > 0: a caller whose own deadline is fixed gives it as is, so time spent before
+     * the call starts cannot extend it. */
+    int64_t deadline_ms;
 } rpc_stream_opts_t;
 
 /* Opens a call. request (borrowed) is required for RPC_STREAM_SERVER and, for
@@ -95,6 +99,13 @@ varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg);
  * and vary a small header between attempts. Errors as rpc_stream_send. */
 varlog_err_t rpc_stream_send_encoded(rpc_stream_t *s, const void *head, size_t head_len,
                                      const void *body, size_t body_len);
+
+/* BIDI: as rpc_stream_send_encoded, but body is a reference-counted slice (for example
+ * from grpc_slice_malloc) that the message shares rather than copies: a body encoded once
+ * can be sent by several calls. body stays the caller's (this call takes its own
+ * reference); head is copied. Errors as rpc_stream_send. */
+varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t head_len,
+                                    grpc_slice body);
 
 /* BIDI: half-closes after every queued message was sent. Any thread. Errors as send. */
 varlog_err_t rpc_stream_close_send(rpc_stream_t *s);

@@ -243,6 +243,14 @@ static void on_status_done(struct rpc_tag *tag, bool ok)
     after_event(s, true);
 }
 
+static int64_t call_timeout_ms(const rpc_stream_opts_t *opts)
+{
+    if (opts->deadline_ms <= 0)
+        return opts->timeout_ms;
+    int64_t left = opts->deadline_ms - wire_now_ms();
+    return left > 0 ? left : 0;
+}
+
 varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *method,
                              const rpc_stream_opts_t *opts, const ProtobufCMessage *request,
                              rpc_stream_t **out)
@@ -285,7 +293,7 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
         grpc_slice method_slice = grpc_slice_from_copied_string(method);
         s->link.call =
             grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, method_slice, NULL,
-                                     wire_deadline(opts->timeout_ms), NULL);
+                                     wire_deadline(call_timeout_ms(opts)), NULL);
         grpc_slice_unref(method_slice);
     }
     if (!ch)
@@ -421,6 +429,26 @@ varlog_err_t rpc_stream_send_encoded(rpc_stream_t *s, const void *head, size_t h
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(slices, 2);
     grpc_slice_unref(slices[0]);
     grpc_slice_unref(slices[1]);
+    if (!bb)
+        return VARLOG_ERR_NOMEM;
+    return send_buffer(s, bb);
+}
+
+varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t head_len,
+                                    grpc_slice body)
+{
+    if (!s || (!head && head_len))
+        return VARLOG_ERR_INVALID_ARG;
+    pthread_mutex_lock(&s->mu);
+    varlog_err_t err = send_refusal_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    if (err != VARLOG_OK)
+        return err;
+    /* A head this small is inlined in the slice itself: no allocation. The byte buffer takes
+     * its own references to both slices. */
+    grpc_slice slices[2] = {grpc_slice_from_copied_buffer(head, head_len), body};
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(slices, 2);
+    grpc_slice_unref(slices[0]);
     if (!bb)
         return VARLOG_ERR_NOMEM;
     return send_buffer(s, bb);

@@ -87,7 +87,8 @@ varlog_err_t append_batches(srv_fixture_t *f, int32_t topic, int32_t ls, size_t 
                            T_TIMEOUT,
                            false,
                            NULL,
-                           NULL};
+                           NULL,
+                           0};
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &s), VARLOG_OK);
     for (size_t i = 0; i < n_reqs; i++) {
@@ -146,7 +147,8 @@ rpc_stream_t *subscribe_open(srv_fixture_t *f, bool by_llsn, int32_t topic, int3
                            -1,
                            false,
                            NULL,
-                           NULL};
+                           NULL,
+                           0};
     rpc_stream_t *s = NULL;
     if (by_llsn) {
         Varlog__Snpb__SubscribeToRequest r = VARLOG__SNPB__SUBSCRIBE_TO_REQUEST__INIT;

@@ -161,7 +161,8 @@ static void test_delay_then_stop(void **state)
                            T_TIMEOUT,
                            false,
                            NULL,
-                           NULL};
+                           NULL,
+                           0};
     rpc_stream_t *a = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &a), VARLOG_OK);
     Varlog__Snpb__AppendRequest *r = append_request(1, 1, 1, "d");

@@ -291,7 +291,8 @@ static void expect_append_error(srv_fixture_t *f, const Varlog__Snpb__AppendRequ
                            T_TIMEOUT,
                            false,
                            NULL,
-                           NULL};
+                           NULL,
+                           0};
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &s), VARLOG_OK);
     for (size_t i = 0; i < n; i++)
@@ -478,7 +479,8 @@ static rpc_stream_t *append_big(srv_fixture_t *f, rpc_stream_t *a, size_t entrie
                                T_TIMEOUT,
                                false,
                                NULL,
-                               NULL};
+                               NULL,
+                               0};
         assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &a),
                          VARLOG_OK);
     }
