@@ -66,6 +66,26 @@ static void append_unref(struct append_state *a)
         free(a);
 }
 
+/* Ends an Append stream whose batch was refused before anything of it was stored. */
+static void append_refuse(rpc_server_call_t *call, varlog_err_t err)
+{
+    switch (err) {
+    case VARLOG_ERR_RPC_NOT_FOUND:
+        finish_go_status(call, GRPC_STATUS_NOT_FOUND, "NotFound", "no such log stream");
+        break;
+    case VARLOG_ERR_SEALED:
+        rpc_server_call_finish(call, GRPC_STATUS_FAILED_PRECONDITION, "sealed", NULL, 0);
+        break;
+    case VARLOG_ERR_RPC_RESOURCE_EXHAUSTED:
+        rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "storage: byte limit reached",
+                               NULL, 0);
+        break;
+    default:
+        rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
+        break;
+    }
+}
+
 static void append_process(struct append_state *a, const Varlog__Snpb__AppendRequest *req)
 {
     rpc_server_call_t *call = a->call;
@@ -99,6 +119,20 @@ static void append_process(struct append_state *a, const Varlog__Snpb__AppendReq
         finish_go_status(call, GRPC_STATUS_INVALID_ARGUMENT, "InvalidArgument", "no payload");
         return;
     }
+    /* Everything that can fail is done before the batch is stored, so that every error
+     * status means "nothing of this batch was stored" (the client retries on it). */
+    size_t n = req->n_payload;
+    Varlog__Varlogpb__LogEntryMeta *metas = calloc(n, sizeof(*metas));
+    Varlog__Snpb__AppendResult *results = calloc(n, sizeof(*results));
+    Varlog__Snpb__AppendResult **rp = calloc(n, sizeof(*rp));
+    if (!metas || !results || !rp) {
+        free(metas);
+        free(results);
+        free(rp);
+        atomic_store(&a->over, true);
+        rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
+        return;
+    }
     store_t *st = &a->srv->store;
     pthread_mutex_lock(&st->mu);
     store_topic_t *t = store_topic_locked(st, a->topic_id);
@@ -112,52 +146,37 @@ static void append_process(struct append_state *a, const Varlog__Snpb__AppendReq
     else
         err = store_append_locked(st, t, ls, req->payload, req->n_payload, &glsn0, &llsn0);
     pthread_mutex_unlock(&st->mu);
-    switch (err) {
-    case VARLOG_OK:
-        break;
-    case VARLOG_ERR_RPC_NOT_FOUND:
+    if (err != VARLOG_OK) {
+        free(metas);
+        free(results);
+        free(rp);
         atomic_store(&a->over, true);
-        finish_go_status(call, GRPC_STATUS_NOT_FOUND, "NotFound", "no such log stream");
-        return;
-    case VARLOG_ERR_SEALED:
-        atomic_store(&a->over, true);
-        rpc_server_call_finish(call, GRPC_STATUS_FAILED_PRECONDITION, "sealed", NULL, 0);
-        return;
-    case VARLOG_ERR_RPC_RESOURCE_EXHAUSTED:
-        atomic_store(&a->over, true);
-        rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "storage: byte limit reached",
-                               NULL, 0);
-        return;
-    default:
-        atomic_store(&a->over, true);
-        rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
+        append_refuse(call, err);
         return;
     }
-    size_t n = req->n_payload;
-    Varlog__Varlogpb__LogEntryMeta *metas = calloc(n, sizeof(*metas));
-    Varlog__Snpb__AppendResult *results = calloc(n, sizeof(*results));
-    Varlog__Snpb__AppendResult **rp = calloc(n, sizeof(*rp));
-    if (!metas || !results || !rp) {
-        /* Stored but unanswerable: the client sees the batch as maybe appended. */
-        atomic_store(&a->over, true);
-        rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            varlog__varlogpb__log_entry_meta__init(&metas[i]);
-            metas[i].topic_id = a->topic_id;
-            metas[i].log_stream_id = a->ls_id;
-            metas[i].glsn = glsn0 + i;
-            metas[i].llsn = llsn0 + i;
-            varlog__snpb__append_result__init(&results[i]);
-            results[i].meta = &metas[i];
-            rp[i] = &results[i];
-        }
-        Varlog__Snpb__AppendResponse resp = VARLOG__SNPB__APPEND_RESPONSE__INIT;
-        resp.n_results = n;
-        resp.results = rp;
-        rpc_server_call_send(call, &resp.base);
-        a->answered++;
+    for (size_t i = 0; i < n; i++) {
+        varlog__varlogpb__log_entry_meta__init(&metas[i]);
+        metas[i].topic_id = a->topic_id;
+        metas[i].log_stream_id = a->ls_id;
+        metas[i].glsn = glsn0 + i;
+        metas[i].llsn = llsn0 + i;
+        varlog__snpb__append_result__init(&results[i]);
+        results[i].meta = &metas[i];
+        rp[i] = &results[i];
     }
+    Varlog__Snpb__AppendResponse resp = VARLOG__SNPB__APPEND_RESPONSE__INIT;
+    resp.n_results = n;
+    resp.results = rp;
+    varlog_err_t serr = rpc_server_call_send(call, &resp.base);
+    if (serr == VARLOG_ERR_NOMEM || serr == VARLOG_ERR_ENCODE) {
+        /* Stored but unanswered: a status the client cannot take for a refusal (it reads
+         * INTERNAL as maybe appended), and the stream ends so that no later response is
+         * matched to this request. */
+        atomic_store(&a->over, true);
+        rpc_server_call_finish(call, GRPC_STATUS_INTERNAL,
+                               "stored, but the response could not be sent", NULL, 0);
+    }
+    a->answered++;
     free(metas);
     free(results);
     free(rp);
