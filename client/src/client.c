@@ -4,6 +4,7 @@
 
 #include "client_internal.h"
 #include "errtext.h"
+#include "rpc_internal.h"
 #include "wire.h"
 
 const char *varlog_outcome_name(varlog_outcome_t outcome)
@@ -161,12 +162,11 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
 
     int64_t deadline = wire_now_ms() + c->conf->open_timeout_ms;
     err = split_seeds(c, c->conf->metadata_addresses ? c->conf->metadata_addresses : "");
-    if (err == VARLOG_OK && (err = rpc_client_new(&c->rpc)) != VARLOG_OK)
+    rpc_client_opts_t rpc_opts = {.reconnect_backoff_max_ms = c->conf->reconnect_backoff_max_ms};
+    if (err == VARLOG_OK && (err = rpc_client_new_opts(&rpc_opts, &c->rpc)) != VARLOG_OK)
         errtext_set(err, "could not start the gRPC client: %s", varlog_err_str(err));
     if (err == VARLOG_OK)
-        err = md_discover(c, deadline);
-    if (err == VARLOG_OK)
-        err = md_fetch(c, client_remaining_ms(deadline) ? client_remaining_ms(deadline) : 1);
+        err = md_open(c, deadline);
     if (err == VARLOG_OK)
         err = append_engine_start(c);
     if (err == VARLOG_OK)

@@ -9,6 +9,7 @@
 
 #include "client_internal.h"
 #include "errtext.h"
+#include "rpc_internal.h"
 #include "mrpb/management.pb-c.h"
 #include "mrpb/metadata_repository.pb-c.h"
 #include "varlogpb/metadata.pb-c.h"
@@ -174,10 +175,12 @@ static size_t endpoint_count(const Varlog__Mrpb__ClusterInfo *ci)
     return n;
 }
 
-/* GetClusterInfo on one address; *out is a valid ClusterInfo's response on OK. */
+/* GetClusterInfo on one address; *out is a valid ClusterInfo's response on OK. *asked tells
+ * whether a call was made (false: no time was left to make one). */
 static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_t deadline_ms,
-                                 Varlog__Mrpb__GetClusterInfoResponse **out)
+                                 Varlog__Mrpb__GetClusterInfoResponse **out, bool *asked)
 {
+    *asked = false;
     int64_t timeout = c->conf->metadata_call_timeout_ms;
     int64_t left = client_remaining_ms(deadline_ms);
     bool cut = left >= 0 && left < timeout; /* the caller's deadline bounds this call */
@@ -186,6 +189,7 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
     if (timeout == 0)
         return errtext_set(VARLOG_ERR_TIMED_OUT, "discovery: out of time before asking %s",
                            address);
+    *asked = true;
     Varlog__Mrpb__GetClusterInfoRequest req = VARLOG__MRPB__GET_CLUSTER_INFO_REQUEST__INIT;
     req.cluster_id = (int32_t)c->conf->cluster_id;
     ProtobufCMessage *resp = NULL;
@@ -223,19 +227,36 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
     return VARLOG_OK;
 }
 
+/* The last failure of a call actually made, which is what a caller wants to read when
+ * discovery runs out of time (not "out of time before asking"). */
+typedef struct discover_failure {
+    varlog_err_t err; /* VARLOG_OK while no call failed */
+    char text[256];
+} discover_failure_t;
+
+static void failure_note(discover_failure_t *f, varlog_err_t err)
+{
+    f->err = err;
+    errtext_copy(f->text, sizeof(f->text));
+}
+
 /* One pass over the seeds and then the best answer's members. */
-static varlog_err_t discover_once(varlog_client_t *c, int64_t deadline_ms, char **member)
+static varlog_err_t discover_once(varlog_client_t *c, int64_t deadline_ms, char **member,
+                                  discover_failure_t *last)
 {
     Varlog__Mrpb__GetClusterInfoResponse *best = NULL;
     varlog_err_t err = VARLOG_ERR_RPC_UNAVAILABLE;
     char why[256] = "";
     for (size_t i = 0; i < c->n_seeds; i++) {
         Varlog__Mrpb__GetClusterInfoResponse *r = NULL;
-        varlog_err_t e = cluster_info(c, c->seeds[i], deadline_ms, &r);
+        bool asked;
+        varlog_err_t e = cluster_info(c, c->seeds[i], deadline_ms, &r, &asked);
         if (e != VARLOG_OK) {
             err = e;
             errtext_copy(why, sizeof(why));
-            if (e == VARLOG_ERR_STATE || e == VARLOG_ERR_CLOSED)
+            if (asked)
+                failure_note(last, e);
+            if (e == VARLOG_ERR_STATE || e == VARLOG_ERR_CLOSED || !asked)
                 break;
             continue;
         }
@@ -260,10 +281,15 @@ static varlog_err_t discover_once(varlog_client_t *c, int64_t deadline_ms, char 
         if (!m || !m->endpoint || !m->endpoint[0])
             continue;
         Varlog__Mrpb__GetClusterInfoResponse *r = NULL;
-        varlog_err_t e = cluster_info(c, m->endpoint, deadline_ms, &r);
+        bool asked;
+        varlog_err_t e = cluster_info(c, m->endpoint, deadline_ms, &r, &asked);
         if (e != VARLOG_OK) {
             err = e;
             errtext_copy(why, sizeof(why));
+            if (asked)
+                failure_note(last, e);
+            if (e == VARLOG_ERR_CLOSED || !asked)
+                break;
             continue;
         }
         protobuf_c_message_free_unpacked(&r->base, NULL);
@@ -277,15 +303,55 @@ static varlog_err_t discover_once(varlog_client_t *c, int64_t deadline_ms, char 
     return *member ? VARLOG_OK : errtext_set(err, "%s", why);
 }
 
-varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms)
+/* Sleeps up to ms, returning early (false) when the client starts closing. */
+static bool nap_unless_closing(varlog_client_t *c, int64_t ms)
 {
-    /* As the Go connector: up to 10 passes, 100 ms apart, within the deadline. */
+    int64_t until = wire_now_ms() + ms;
+    pthread_mutex_lock(&c->mu);
+    while (!c->closing) {
+        int64_t left = until - wire_now_ms();
+        if (left <= 0)
+            break;
+        struct timespec ts;
+        abs_deadline(&ts, left);
+        /* varlog_client_destroy broadcasts refresher_wake after setting closing. */
+        pthread_cond_timedwait(&c->refresher_wake, &c->mu, &ts);
+    }
+    bool closing = c->closing;
+    pthread_mutex_unlock(&c->mu);
+    return !closing;
+}
+
+/* A delay in [d/2, d] (full jitter would allow 0, which a pass that failed at once would turn
+ * into a busy loop). */
+static int64_t jittered(uint64_t *rng, int64_t d)
+{
+    *rng ^= *rng << 13;
+    *rng ^= *rng >> 7;
+    *rng ^= *rng << 17;
+    int64_t half = d / 2;
+    return half + (int64_t)(*rng % (uint64_t)(d - half + 1));
+}
+
+varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms, const char *bound,
+                         int64_t bound_ms)
+{
+    /* Unlike the Go connector (10 passes 100 ms apart, whatever the caller allows), passes go
+     * on until the deadline, so that a repository that restarts within open.timeout.ms (or
+     * the caller's timeout) is found; the pause doubles from MD_DISCOVER_BACKOFF_MIN_MS to
+     * MD_DISCOVER_BACKOFF_MAX_MS, jittered, so that many clients do not ask in step. */
+    int64_t start = wire_now_ms();
+    uint64_t rng = (uint64_t)start * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&start;
+    if (rng == 0)
+        rng = 1;
+    int64_t backoff = MD_DISCOVER_BACKOFF_MIN_MS;
+    discover_failure_t last = {.err = VARLOG_OK};
     varlog_err_t err = VARLOG_ERR_RPC_UNAVAILABLE;
-    for (int pass = 0; pass < 10; pass++) {
+    for (int pass = 1;; pass++) {
         if (client_closing(c))
             return errtext_set(VARLOG_ERR_CLOSED, "client closed during discovery");
         char *member = NULL;
-        err = discover_once(c, deadline_ms, &member);
+        err = discover_once(c, deadline_ms, &member, &last);
         if (err == VARLOG_OK) {
             pthread_mutex_lock(&c->mu);
             char *old = c->mr_address;
@@ -293,10 +359,10 @@ varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms)
             pthread_mutex_unlock(&c->mu);
             free(old);
             log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_METADATA,
-                     "metadata repository member %s", member);
+                     "metadata repository member %s (discovery pass %d)", member, pass);
             return VARLOG_OK;
         }
-        if (err == VARLOG_ERR_STATE || err == VARLOG_ERR_CLOSED)
+        if (err == VARLOG_ERR_STATE || err == VARLOG_ERR_CLOSED || err == VARLOG_ERR_NOMEM)
             return err;
         int64_t left = client_remaining_ms(deadline_ms);
         if (left == 0)
@@ -304,16 +370,45 @@ varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms)
         char why[256];
         errtext_copy(why, sizeof(why));
         log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_METADATA, "discovery pass %d failed: %s",
-                 pass + 1, why);
-        int64_t nap = left < 0 || left > 100 ? 100 : left;
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = nap * 1000000L};
-        nanosleep(&ts, NULL);
-        errtext_set(err, "%s", why);
+                 pass, why);
+        int64_t nap = jittered(&rng, backoff);
+        if (left > 0 && nap > left)
+            nap = left;
+        if (!nap_unless_closing(c, nap))
+            return errtext_set(VARLOG_ERR_CLOSED, "client closed during discovery");
+        backoff =
+            backoff * 2 > MD_DISCOVER_BACKOFF_MAX_MS ? MD_DISCOVER_BACKOFF_MAX_MS : backoff * 2;
     }
-    return err;
+    if (last.err == VARLOG_OK)
+        return errtext_set(VARLOG_ERR_TIMED_OUT,
+                           "discovery: no answer within %s %lld ms: no time to ask any address",
+                           bound, (long long)bound_ms);
+    return errtext_set(last.err, "discovery: no answer within %s %lld ms; last failure: %s", bound,
+                       (long long)bound_ms, last.text);
 }
 
 /* ---- GetMetadata --------------------------------------------------------------------------- */
+
+/* Failures that say something about the member asked (it is unreachable, slower than
+ * metadata.call.timeout.ms, or answered wrongly), after which the next call discovers a
+ * member again, as the Go client does after any failure. The caller's own deadline, the
+ * client closing, a cancelled call and local failures (memory) say nothing about it:
+ * forgetting the member then would only cost a needless discovery. */
+static bool member_at_fault(varlog_err_t err)
+{
+    switch (err) {
+    case VARLOG_OK:
+    case VARLOG_ERR_TIMED_OUT:
+    case VARLOG_ERR_CLOSED:
+    case VARLOG_ERR_RPC_CANCELLED:
+    case VARLOG_ERR_NOMEM:
+    case VARLOG_ERR_INTERNAL:
+    case VARLOG_ERR_INVALID_ARG:
+        return false;
+    default:
+        return true;
+    }
+}
 
 static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
 {
@@ -322,7 +417,7 @@ static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
     char *address = c->mr_address ? strdup(c->mr_address) : NULL;
     pthread_mutex_unlock(&c->mu);
     if (!address) {
-        varlog_err_t err = md_discover(c, deadline);
+        varlog_err_t err = md_discover(c, deadline, "the metadata call's timeout", timeout_ms);
         if (err != VARLOG_OK)
             return err;
         pthread_mutex_lock(&c->mu);
@@ -336,6 +431,13 @@ static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
         free(address);
         return errtext_set(VARLOG_ERR_TIMED_OUT, "GetMetadata: out of time after discovery");
     }
+    /* Each call is bounded by metadata.call.timeout.ms, as documented; only when the caller's
+     * deadline is the nearer one is a deadline the caller's own (TIMED_OUT) rather than the
+     * member's slowness. */
+    int64_t call_timeout = c->conf->metadata_call_timeout_ms;
+    bool cut = left < call_timeout;
+    if (cut)
+        call_timeout = left;
     Varlog__Mrpb__GetMetadataRequest req = VARLOG__MRPB__GET_METADATA_REQUEST__INIT;
     ProtobufCMessage *resp = NULL;
     rpc_status_t st;
@@ -343,36 +445,38 @@ static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
     atomic_fetch_add(&c->stats.metadata_fetches, 1);
     varlog_err_t err =
         rpc_unary(c->rpc, address, MR_PATH_GET_METADATA, &req.base,
-                  &varlog__mrpb__get_metadata_response__descriptor, left, &resp, &st);
-    if (err == VARLOG_ERR_RPC_DEADLINE_EXCEEDED) /* its deadline is the caller's */
+                  &varlog__mrpb__get_metadata_response__descriptor, call_timeout, &resp, &st);
+    if (err == VARLOG_ERR_RPC_DEADLINE_EXCEEDED && cut)
         err = VARLOG_ERR_TIMED_OUT;
     if (err == VARLOG_ERR_RPC_CANCELLED && client_closing(c))
         err = VARLOG_ERR_CLOSED;
+    md_view_t *view = NULL;
     if (err != VARLOG_OK) {
         errtext_set(err, "GetMetadata at %s: %s%s%s", address, varlog_err_str(err),
                     st.message ? ": " : "", st.message ? st.message : "");
-        rpc_status_clear(&st);
-        /* As the Go client: forget the member so that the next call discovers again. */
+    } else {
+        Varlog__Mrpb__GetMetadataResponse *r = (void *)resp;
+        if (!r->metadata)
+            err = errtext_set(VARLOG_ERR_DECODE, "GetMetadata at %s: answer without metadata",
+                              address);
+        else if (!(view = md_view_build(&r->metadata->base)))
+            err = errtext_set(VARLOG_ERR_NOMEM, "out of memory building the metadata view");
+        protobuf_c_message_free_unpacked(resp, NULL);
+    }
+    rpc_status_clear(&st);
+    if (member_at_fault(err)) {
         pthread_mutex_lock(&c->mu);
         if (c->mr_address && strcmp(c->mr_address, address) == 0) {
             free(c->mr_address);
             c->mr_address = NULL;
         }
         pthread_mutex_unlock(&c->mu);
-        free(address);
-        return err;
     }
-    rpc_status_clear(&st);
-    Varlog__Mrpb__GetMetadataResponse *r = (void *)resp;
-    md_view_t *view = NULL;
-    if (!r->metadata)
-        err = errtext_set(VARLOG_ERR_DECODE, "GetMetadata at %s: answer without metadata", address);
-    else if (!(view = md_view_build(&r->metadata->base)))
-        err = errtext_set(VARLOG_ERR_NOMEM, "out of memory building the metadata view");
-    protobuf_c_message_free_unpacked(resp, NULL);
     free(address);
-    if (view)
+    if (view) {
         client_install_view(c, view);
+        md_retain_channels(c);
+    }
     return err;
 }
 
@@ -380,30 +484,37 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
 {
     if (timeout_ms < 0)
         timeout_ms = c->conf->metadata_call_timeout_ms;
+    int64_t deadline = wire_now_ms() + timeout_ms;
     pthread_mutex_lock(&c->fetch_mu);
-    if (c->fetching) {
+    while (c->fetching) {
         /* Join the call in flight instead of starting another. */
         uint64_t gen = c->fetch_gen;
-        int64_t deadline = wire_now_ms() + timeout_ms;
         struct timespec ts;
-        abs_deadline(&ts, timeout_ms);
+        abs_deadline(&ts, client_remaining_ms(deadline));
         while (c->fetching && c->fetch_gen == gen && wire_now_ms() < deadline)
             pthread_cond_timedwait(&c->fetch_done, &c->fetch_mu, &ts);
-        bool finished = c->fetch_gen != gen; /* read under fetch_mu: the leader writes it */
-        varlog_err_t err = finished ? c->fetch_err : VARLOG_ERR_TIMED_OUT;
-        char text[sizeof(c->fetch_errtext)];
-        memcpy(text, c->fetch_errtext, sizeof(text));
-        pthread_mutex_unlock(&c->fetch_mu);
-        if (!finished)
-            return errtext_set(err, "GetMetadata: no answer within %lld ms", (long long)timeout_ms);
-        return err == VARLOG_OK ? VARLOG_OK : errtext_set(err, "%s", text);
+        if (c->fetch_gen == gen) { /* read under fetch_mu: the leader writes it */
+            pthread_mutex_unlock(&c->fetch_mu);
+            return errtext_set(VARLOG_ERR_TIMED_OUT, "GetMetadata: no answer within %lld ms",
+                               (long long)timeout_ms);
+        }
+        varlog_err_t err = c->fetch_err;
+        /* A call that ended on its leader's deadline (TIMED_OUT is only ever the caller's)
+         * says nothing about the answer: a joiner with time left asks again, itself or by
+         * joining whoever asks first. Other results are shared. */
+        if (err != VARLOG_ERR_TIMED_OUT || client_remaining_ms(deadline) == 0) {
+            char text[sizeof(c->fetch_errtext)];
+            memcpy(text, c->fetch_errtext, sizeof(text));
+            pthread_mutex_unlock(&c->fetch_mu);
+            return err == VARLOG_OK ? VARLOG_OK : errtext_set(err, "%s", text);
+        }
     }
     c->fetching = true;
     pthread_mutex_unlock(&c->fetch_mu);
 
     log_deferred_t lines;
     log_defer_begin(&lines);
-    varlog_err_t err = fetch_once(c, timeout_ms);
+    varlog_err_t err = fetch_once(c, client_remaining_ms(deadline));
 
     pthread_mutex_lock(&c->fetch_mu);
     c->fetching = false;
@@ -415,6 +526,75 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
     pthread_mutex_unlock(&c->fetch_mu);
     log_defer_end(&c->log, &lines);
     return err;
+}
+
+varlog_err_t md_open(varlog_client_t *c, int64_t deadline_ms)
+{
+    /* Discovery, then GetMetadata from the member found; a GetMetadata that fails because of
+     * the member (it went away between the two calls) sends the loop back to discovery after
+     * a pause, until open.timeout.ms. */
+    uint64_t rng = (uint64_t)wire_now_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&rng;
+    if (rng == 0)
+        rng = 1;
+    int64_t backoff = MD_DISCOVER_BACKOFF_MIN_MS;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        bool known = c->mr_address != NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (!known) {
+            varlog_err_t err =
+                md_discover(c, deadline_ms, "open.timeout.ms", c->conf->open_timeout_ms);
+            if (err != VARLOG_OK)
+                return err;
+        }
+        int64_t left = client_remaining_ms(deadline_ms);
+        varlog_err_t err = md_fetch(c, left ? left : 1);
+        left = client_remaining_ms(deadline_ms);
+        if (err == VARLOG_OK || !member_at_fault(err) || left == 0)
+            return err;
+        char why[256];
+        errtext_copy(why, sizeof(why));
+        log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_METADATA, "open: %s; discovering again",
+                 why);
+        int64_t nap = jittered(&rng, backoff);
+        nap_unless_closing(c, nap < left ? nap : left);
+        backoff =
+            backoff * 2 > MD_DISCOVER_BACKOFF_MAX_MS ? MD_DISCOVER_BACKOFF_MAX_MS : backoff * 2;
+        errtext_set(err, "%s", why);
+    }
+}
+
+/* ---- channels ----------------------------------------------------------------------------- */
+
+void md_retain_channels(varlog_client_t *c)
+{
+    md_view_t *v = md_current(c);
+    if (!v)
+        return;
+    size_t cap = v->n_nodes + c->n_seeds + 1;
+    const char **targets = calloc(cap, sizeof(*targets));
+    if (!targets) { /* keeping every channel a little longer is harmless */
+        md_view_unref(v);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < v->n_nodes; i++)
+        targets[n++] = v->node_addresses[i];
+    for (size_t i = 0; i < c->n_seeds; i++)
+        targets[n++] = c->seeds[i];
+    pthread_mutex_lock(&c->mu);
+    char *member = c->mr_address ? strdup(c->mr_address) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (member)
+        targets[n++] = member;
+    size_t dropped =
+        rpc_client_retain_targets(c->rpc, targets, n, c->conf->channel_unlisted_grace_ms);
+    if (dropped)
+        log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_RPC,
+                 "closed %zu connection(s) to addresses no longer in the metadata", dropped);
+    free(member);
+    free(targets);
+    md_view_unref(v);
 }
 
 /* ---- periodic refresh ------------------------------------------------------------------- */

@@ -50,18 +50,44 @@ const md_log_stream_t *md_view_log_stream(const md_view_t *v, int32_t topic_id,
 
 struct varlog_client;
 
+/* Pause between discovery passes: doubles from the first to the second, jittered. */
+#define MD_DISCOVER_BACKOFF_MIN_MS 100
+#define MD_DISCOVER_BACKOFF_MAX_MS 1000
+
 /* Discovery as varlog.Open does it (wire reference 6.1): GetClusterInfo on every seed, keep
  * the valid answer with the highest applied index, then the first member endpoint that
- * answers GetClusterInfo validly becomes the client's metadata address. Runs on the caller's
- * thread until deadline_ms (wire_now_ms clock). Errors: the last failure's code, STATE on a
- * cluster id mismatch, TIMED_OUT; the thread's error text says which address failed how. */
-varlog_err_t md_discover(struct varlog_client *c, int64_t deadline_ms);
+ * answers GetClusterInfo validly becomes the client's metadata address. Passes repeat, with
+ * a jittered pause doubling from MD_DISCOVER_BACKOFF_MIN_MS to MD_DISCOVER_BACKOFF_MAX_MS,
+ * until one succeeds or deadline_ms (wire_now_ms clock) passes; the pause ends early when
+ * the client closes. Runs on the caller's thread. bound and bound_ms name the deadline in the
+ * error text ("open.timeout.ms", 10000). Errors: the code of the last failed call (its text in
+ * "discovery: no answer within <bound> N ms; last failure: ..."), TIMED_OUT when no call
+ * could be made in time, STATE on a cluster id mismatch, CLOSED, NOMEM. */
+varlog_err_t md_discover(struct varlog_client *c, int64_t deadline_ms, const char *bound,
+                         int64_t bound_ms);
 
-/* GetMetadata through the current metadata address (discovering again first when the last
- * call failed) and installs the answer if its applied index differs. Concurrent callers
- * share one call in flight. timeout_ms bounds the caller's wait and the call. Errors:
- * CLOSED, TIMED_OUT, DECODE, NOMEM, RPC_* codes. */
+/* What varlog_client_new does to get its first view: discovery, then GetMetadata, going back
+ * to discovery after a GetMetadata failure that implicates the member, until deadline_ms.
+ * Errors as md_discover and md_fetch. */
+varlog_err_t md_open(struct varlog_client *c, int64_t deadline_ms);
+
+/* GetMetadata through the current metadata address (discovering again first when it was
+ * forgotten) and installs the answer if its applied index differs; then drops cached
+ * channels the metadata no longer needs (md_retain_channels). Each call is bounded by
+ * metadata.call.timeout.ms and by timeout_ms (< 0: the former alone). Concurrent callers
+ * share one call in flight; when the shared call ends on its starter's deadline (TIMED_OUT),
+ * a joiner with time left starts or joins another. The member address is forgotten only
+ * after failures that implicate it (unreachable, slower than metadata.call.timeout.ms, an
+ * error status or a malformed answer), never after the caller's deadline, the client
+ * closing or a local failure. Errors: CLOSED, TIMED_OUT (the caller's deadline), DECODE,
+ * NOMEM, RPC_* codes. */
 varlog_err_t md_fetch(struct varlog_client *c, int64_t timeout_ms);
+
+/* Tells the transport which addresses the client still needs (the current view's storage
+ * nodes, the seeds and the metadata member), so that channels to others are closed after
+ * channel.unlisted.grace.ms, and channels to listed nodes in connect backoff retry at once.
+ * Never fails (out of memory: nothing is dropped). */
+void md_retain_channels(struct varlog_client *c);
 
 /* The current view with a reference the caller drops with md_view_unref. Never NULL once
  * the client is open. */

@@ -23,7 +23,47 @@ static void *io_thread_main(void *arg)
     return NULL;
 }
 
+static void channel_entry_free(struct rpc_channel_entry *e)
+{
+    grpc_channel_destroy(e->channel);
+    free(e->target);
+    free(e);
+}
+
+/* The channel arguments of one client: wire's client arguments followed by the reconnect
+ * backoff, in memory the client owns (the keys are static strings). */
+static bool channel_args_init(grpc_channel_args *out, int64_t backoff_max_ms)
+{
+    const grpc_channel_args *base = wire_channel_args(WIRE_ARGS_CLIENT);
+    if (backoff_max_ms <= 0)
+        backoff_max_ms = RPC_RECONNECT_BACKOFF_MAX_DEFAULT_MS;
+    if (backoff_max_ms > INT32_MAX)
+        backoff_max_ms = INT32_MAX;
+    int64_t initial = RPC_RECONNECT_BACKOFF_INITIAL_MS < backoff_max_ms
+                          ? RPC_RECONNECT_BACKOFF_INITIAL_MS
+                          : backoff_max_ms;
+    size_t n = base->num_args + 2;
+    grpc_arg *args = calloc(n, sizeof(*args));
+    if (!args)
+        return false;
+    memcpy(args, base->args, base->num_args * sizeof(*args));
+    args[base->num_args] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                                      .key = (char *)GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                                      .value.integer = (int)initial};
+    args[base->num_args + 1] = (grpc_arg){.type = GRPC_ARG_INTEGER,
+                                          .key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                                          .value.integer = (int)backoff_max_ms};
+    out->num_args = n;
+    out->args = args;
+    return true;
+}
+
 varlog_err_t rpc_client_new(rpc_client_t **out)
+{
+    return rpc_client_new_opts(NULL, out);
+}
+
+varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **out)
 {
     if (!out)
         return VARLOG_ERR_INVALID_ARG;
@@ -31,6 +71,10 @@ varlog_err_t rpc_client_new(rpc_client_t **out)
     rpc_client_t *c = calloc(1, sizeof(*c));
     if (!c)
         return VARLOG_ERR_NOMEM;
+    if (!channel_args_init(&c->channel_args, opts ? opts->reconnect_backoff_max_ms : 0)) {
+        free(c);
+        return VARLOG_ERR_NOMEM;
+    }
     wire_grpc_ref();
     c->calls.next = c->calls.prev = &c->calls;
     pthread_mutex_init(&c->mu, NULL);
@@ -49,6 +93,7 @@ varlog_err_t rpc_client_new(rpc_client_t **out)
 fail:
     pthread_cond_destroy(&c->calls_drained);
     pthread_mutex_destroy(&c->mu);
+    free(c->channel_args.args);
     free(c);
     wire_grpc_unref();
     return VARLOG_ERR_INTERNAL;
@@ -98,11 +143,10 @@ void rpc_client_destroy(rpc_client_t *c)
         pthread_cond_wait(&c->calls_drained, &c->mu);
     pthread_mutex_unlock(&c->mu);
 
-    for (size_t i = 0; i < c->n_channels; i++) {
-        grpc_channel_destroy(c->channels[i].channel);
-        free(c->channels[i].target);
-    }
+    for (size_t i = 0; i < c->n_channels; i++)
+        channel_entry_free(c->channels[i]);
     free(c->channels);
+    free(c->channel_args.args);
     grpc_completion_queue_shutdown(c->cq);
     pthread_join(c->io_thread, NULL);
     grpc_completion_queue_destroy(c->cq);
@@ -120,34 +164,111 @@ size_t rpc_client_live_calls(rpc_client_t *c)
     return n;
 }
 
+/* Takes entry i out of the table (order is not kept). Called with c->mu held. */
+static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i)
+{
+    struct rpc_channel_entry *e = c->channels[i];
+    c->channels[i] = c->channels[--c->n_channels];
+    if (c->handed_out == e)
+        c->handed_out = NULL;
+    return e;
+}
+
 grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target)
 {
+    c->handed_out = NULL;
     for (size_t i = 0; i < c->n_channels; i++) {
-        if (strcmp(c->channels[i].target, target) == 0)
-            return c->channels[i].channel;
+        if (strcmp(c->channels[i]->target, target) == 0) {
+            c->handed_out = c->channels[i];
+            return c->channels[i]->channel;
+        }
     }
     if (c->n_channels == c->cap_channels) {
         size_t cap = c->cap_channels ? c->cap_channels * 2 : 4;
-        struct rpc_channel_entry *grown = realloc(c->channels, cap * sizeof(*grown));
+        struct rpc_channel_entry **grown = realloc(c->channels, cap * sizeof(*grown));
         if (!grown)
             return NULL;
         c->channels = grown;
         c->cap_channels = cap;
     }
-    char *copy = strdup(target);
-    if (!copy)
+    struct rpc_channel_entry *e = calloc(1, sizeof(*e));
+    if (!e)
         return NULL;
-    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
-    grpc_channel *ch = grpc_channel_create(target, creds, wire_channel_args(WIRE_ARGS_CLIENT));
-    grpc_channel_credentials_release(creds);
-    if (!ch) {
-        free(copy);
+    e->target = strdup(target);
+    if (!e->target) {
+        free(e);
         return NULL;
     }
-    c->channels[c->n_channels].target = copy;
-    c->channels[c->n_channels].channel = ch;
-    c->n_channels++;
-    return ch;
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    e->channel = grpc_channel_create(target, creds, &c->channel_args);
+    grpc_channel_credentials_release(creds);
+    if (!e->channel) {
+        free(e->target);
+        free(e);
+        return NULL;
+    }
+    c->channels[c->n_channels++] = e;
+    c->handed_out = e;
+    return e->channel;
+}
+
+size_t rpc_client_retain_targets(rpc_client_t *c, const char *const *targets, size_t n,
+                                 int64_t grace_ms)
+{
+    if (!c)
+        return 0;
+    int64_t now = wire_now_ms();
+    struct rpc_channel_entry *gone = NULL; /* removed from the table, destroyed after */
+    size_t n_gone = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_channels;) {
+        struct rpc_channel_entry *e = c->channels[i];
+        bool listed = false;
+        for (size_t k = 0; k < n && !listed; k++)
+            listed = targets[k] && strcmp(targets[k], e->target) == 0;
+        if (listed) {
+            e->unlisted_since_ms = 0;
+            e->doomed = false;
+            /* Fresh metadata still names the node: whatever gRPC's backoff says, try it again
+             * on the next call rather than failing fast until the timer fires. */
+            if (!c->closing && grpc_channel_check_connectivity_state(e->channel, 0) ==
+                                   GRPC_CHANNEL_TRANSIENT_FAILURE)
+                grpc_channel_reset_connect_backoff(e->channel);
+            i++;
+            continue;
+        }
+        if (e->unlisted_since_ms == 0)
+            e->unlisted_since_ms = now > 0 ? now : 1;
+        if (now - e->unlisted_since_ms < grace_ms) {
+            i++;
+            continue;
+        }
+        if (e->n_calls > 0) {
+            e->doomed = true; /* rpc_client_unlink destroys it after its last call */
+            i++;
+            continue;
+        }
+        e = channel_remove_locked(c, i); /* the last entry moved into slot i */
+        e->next_gone = gone;
+        gone = e;
+        n_gone++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    /* Destroyed outside the lock: grpc_channel_destroy takes gRPC's own locks. */
+    while (gone) {
+        struct rpc_channel_entry *next = gone->next_gone;
+        channel_entry_free(gone);
+        gone = next;
+    }
+    return n_gone;
+}
+
+size_t rpc_client_channel_count(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->n_channels;
+    pthread_mutex_unlock(&c->mu);
+    return n;
 }
 
 varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
@@ -159,18 +280,43 @@ varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
     c->calls.prev->next = link;
     c->calls.prev = link;
     c->n_calls++;
+    link->chan = c->handed_out;
+    c->handed_out = NULL;
+    if (link->chan)
+        link->chan->n_calls++;
     return VARLOG_OK;
 }
 
 void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
 {
+    struct rpc_channel_entry *gone = NULL;
     pthread_mutex_lock(&c->mu);
     link->prev->next = link->next;
     link->next->prev = link->prev;
     link->next = link->prev = link;
-    if (--c->n_calls == 0)
+    struct rpc_channel_entry *e = link->chan;
+    link->chan = NULL;
+    if (e && --e->n_calls == 0 && e->doomed) {
+        for (size_t i = 0; i < c->n_channels; i++) {
+            if (c->channels[i] == e) {
+                gone = channel_remove_locked(c, i);
+                break;
+            }
+        }
+    }
+    /* A channel dropped by a retain goes with its last call. It is destroyed before the call
+     * stops counting, so that rpc_client_destroy, which waits for the count to drain, cannot
+     * shut gRPC down under it. */
+    if (!gone && --c->n_calls == 0)
         pthread_cond_broadcast(&c->calls_drained);
     pthread_mutex_unlock(&c->mu);
+    if (gone) {
+        channel_entry_free(gone);
+        pthread_mutex_lock(&c->mu);
+        if (--c->n_calls == 0)
+            pthread_cond_broadcast(&c->calls_drained);
+        pthread_mutex_unlock(&c->mu);
+    }
 }
 
 /* ---- unary calls ------------------------------------------------------------------------ */

@@ -17,17 +17,27 @@ struct rpc_tag {
 
 typedef enum { RPC_LINK_UNARY, RPC_LINK_STREAM } rpc_link_kind_t;
 
+struct rpc_channel_entry;
+
 /* Entry of the client's list of live calls, so destroy can cancel them. A unary call's link
  * lives on its caller's stack; a stream's link is part of the stream. */
 struct rpc_call_link {
     struct rpc_call_link *prev, *next;
     rpc_link_kind_t kind;
     grpc_call *call;
+    /* The channel the call runs on, set by rpc_client_link_locked: while any call is linked
+     * to it a channel is never destroyed (a dropped one waits for its last call). */
+    struct rpc_channel_entry *chan;
 };
 
+/* One cached channel. Heap-allocated so that links can point at it while the table grows. */
 struct rpc_channel_entry {
     char *target;
     grpc_channel *channel;
+    size_t n_calls;            /* linked calls running on it */
+    int64_t unlisted_since_ms; /* wire_now_ms when first found missing from a retain; 0 = listed */
+    bool doomed;               /* dropped by a retain while calls ran: destroyed with the last */
+    struct rpc_channel_entry *next_gone; /* rpc_client_retain_targets' list of entries to free */
 };
 
 struct rpc_client {
@@ -39,18 +49,55 @@ struct rpc_client {
     bool closing;
     struct rpc_call_link calls; /* sentinel of a circular list */
     size_t n_calls;
-    struct rpc_channel_entry *channels;
+    struct rpc_channel_entry **channels;
     size_t n_channels, cap_channels;
+    /* The entry rpc_client_channel_locked returned last, which the rpc_client_link_locked
+     * that follows it in the same critical section attaches to its call. */
+    struct rpc_channel_entry *handed_out;
+    grpc_channel_args channel_args; /* wire's client arguments + the reconnect backoff */
 };
 
-/* The cached channel to target, created on first use. Called with c->mu held. NULL on NOMEM. */
+/* The cached channel to target, created on first use. Called with c->mu held. NULL on NOMEM.
+ * The caller links the call it creates on it with rpc_client_link_locked before releasing
+ * c->mu, which ties the call to the channel. */
 grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target);
 
-/* Links a call; CLOSED when the client is closing. Called with c->mu held. */
+/* Links a call (to the channel of the preceding rpc_client_channel_locked); CLOSED when the
+ * client is closing. Called with c->mu held. */
 varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link);
 
 /* Unlinks a finished call and wakes a destroy waiting for the list to drain. */
 void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link);
+
+/* ---- channel policy (used by the client core and tests) ---------------------------------- */
+
+/* gRPC's reconnect backoff on every channel of a client. gRPC's own default (1 s growing
+ * 1.6-fold to 120 s) kept a node that came back from a 90 s outage unreachable for 18 s more;
+ * the first delay is RPC_RECONNECT_BACKOFF_INITIAL_MS (or the maximum if smaller), gRPC
+ * raises anything below 100 ms to 100 ms. */
+#define RPC_RECONNECT_BACKOFF_INITIAL_MS 100
+#define RPC_RECONNECT_BACKOFF_MAX_DEFAULT_MS 1000
+
+typedef struct rpc_client_opts {
+    int64_t reconnect_backoff_max_ms; /* <= 0: RPC_RECONNECT_BACKOFF_MAX_DEFAULT_MS */
+} rpc_client_opts_t;
+
+/* As rpc_client_new (which uses the defaults), with options (NULL = defaults). Errors as
+ * rpc_client_new. */
+varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **out);
+
+/* Drops cached channels whose target is not among targets[0..n): a channel found missing is
+ * destroyed once it has been missing from every retain for grace_ms (0 = at once), or, if
+ * calls still run on it then, when its last call ends (the calls are never cancelled by
+ * this). A listed channel is kept, its missing time forgotten, and if it is in
+ * TRANSIENT_FAILURE its connect backoff is reset so that the next call reconnects at once.
+ * Returns the number of channels destroyed by this call. Does not block on the network;
+ * any thread but the I/O thread; NOMEM-free. */
+size_t rpc_client_retain_targets(rpc_client_t *c, const char *const *targets, size_t n,
+                                 int64_t grace_ms);
+
+/* Channels currently cached (including dropped ones that wait for their last call). */
+size_t rpc_client_channel_count(rpc_client_t *c);
 
 /* Stream hooks used by rpc_client_destroy (rpc_stream.c). */
 void rpc_stream_ref(rpc_stream_t *s);

@@ -46,6 +46,8 @@ static const struct prop_case cases[] = {
     {"retry.workers", "8", "256", "eight", "0", "257", "[1, 256]"},
     {"lookup.batch.size", "8", "0", "8 keys", "-1", "101", "[0, 100]"},
     {"lookup.batch.wait.ms", "5", "60000", "5ms", "-1", "60001", "[0, 60000]"},
+    {"reconnect.backoff.max.ms", "1000", "120000", "1s", "99", "120001", "[100, 120000]"},
+    {"channel.unlisted.grace.ms", "60000", "0", "1m", "-1", "86400001", "[0, 86400000]"},
     {"log.level", "info", "debug", "verbose", NULL, NULL, NULL},
     {"debug", "", "rpc,retry", "network", NULL, NULL, NULL},
 };
