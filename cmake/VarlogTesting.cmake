@@ -5,8 +5,13 @@
 # (run by `make memcheck`; `make test` leaves it out).
 find_program(VALGRIND_EXECUTABLE valgrind)
 set(VARLOG_SUPP_DIR ${PROJECT_SOURCE_DIR}/tests/sanitizers)
+# ignore_noninstrumented_modules: gRPC, abseil and protobuf-c are not built with TSan, so every
+# byte they pass through an intercepted call (sendmsg, recvmsg, memcpy) "races" with our writes
+# and is suppressed only after a costly report path that grows with each address reported:
+# gRPC's writer thread spent seconds per sendmsg, the transport starved, and tests failed under
+# load (issue 8, point 15). Races inside our own code are still found.
 set(VARLOG_TEST_ENV
-    "TSAN_OPTIONS=suppressions=${VARLOG_SUPP_DIR}/tsan.supp history_size=7 halt_on_error=1"
+    "TSAN_OPTIONS=suppressions=${VARLOG_SUPP_DIR}/tsan.supp history_size=7 halt_on_error=1 ignore_noninstrumented_modules=1"
     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 

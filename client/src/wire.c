@@ -229,14 +229,17 @@ int64_t wire_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Keepalive as Varlog's Go peers use it: the client pings every 10 s (also without calls) and
- * waits 1.5 s for the ack; the server tolerates pings at that rate and without calls instead
- * of answering GOAWAY "too_many_pings". */
+/* Keepalive: the client pings every 10 s (also without calls), as Varlog's Go client does, and
+ * waits up to 20 s for the ack (gRPC's and Go's default timeout) rather than the Go client's
+ * 1.5 s: an ack queued behind a large write or a starved peer arrives late, and a short timeout
+ * tore down healthy connections with every stream on them (UNAVAILABLE). gRPC also uses this
+ * timeout as the socket's TCP_USER_TIMEOUT. The server tolerates pings at that rate and
+ * without calls instead of answering GOAWAY "too_many_pings". */
 static grpc_arg client_args[] = {
     {GRPC_ARG_INTEGER, GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = -1}},
     {GRPC_ARG_INTEGER, GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, {.integer = -1}},
     {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIME_MS, {.integer = 10000}},
-    {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = 1500}},
+    {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, {.integer = 20000}},
     {GRPC_ARG_INTEGER, GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, {.integer = 1}},
     {GRPC_ARG_INTEGER, GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, {.integer = 0}},
     /* gRPC's default would hold pings on an idle connection back to one per 5 minutes. */

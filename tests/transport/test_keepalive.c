@@ -2,21 +2,35 @@
  * default settings answers such pings with GOAWAY "too_many_pings" and drops the connection.
  * This test pings an idle connection every second, faster than a Go client, and checks that
  * the libvarlog server keeps it while a server with gRPC's defaults does not (so the test
- * can tell the two apart). */
+ * can tell the two apart).
+ *
+ * The other side: the libvarlog client must not drop a healthy connection whose ping ack
+ * comes late (a starved or busy peer; issue 8, point 15). A proxy holds the server's bytes
+ * back for a while and a stream must survive it. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
 #include "echo_service.h"
+#include "rpc_client.h"
+#include "transport_test.pb-c.h"
 #include "wire.h"
 
 #define IDLE_WATCH_MS 7000
@@ -122,6 +136,157 @@ static void test_default_grpc_server_drops_pinging_idle_client(void **state)
     grpc_completion_queue_destroy(d.cq);
 }
 
+/* ---- a TCP proxy that can hold the server's bytes back ---------------------------------- */
+
+typedef struct stall_proxy {
+    int listen_fd;
+    int upstream_port;
+    char address[64];
+    pthread_t thread;
+    atomic_bool hold; /* stop forwarding server -> client (bytes wait in the kernel) */
+    atomic_bool stop;
+    atomic_int accepted; /* client connections accepted */
+} stall_proxy_t;
+
+static bool write_all(int fd, const char *buf, ssize_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, buf, (size_t)n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        buf += w;
+        n -= w;
+    }
+    return true;
+}
+
+/* Forwards one connection both ways until either side closes or the proxy stops. */
+static void proxy_pump(stall_proxy_t *p, int cfd, int sfd)
+{
+    char buf[16384];
+    while (!atomic_load(&p->stop)) {
+        bool hold = atomic_load(&p->hold);
+        struct pollfd fds[2] = {{cfd, POLLIN, 0}, {sfd, hold ? 0 : POLLIN, 0}};
+        if (poll(fds, 2, 20) <= 0)
+            continue;
+        for (int i = 0; i < 2; i++) {
+            if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t n = read(fds[i].fd, buf, sizeof(buf));
+            if (n <= 0 || !write_all(i == 0 ? sfd : cfd, buf, n))
+                return;
+        }
+    }
+}
+
+static void *proxy_main(void *arg)
+{
+    stall_proxy_t *p = arg;
+    while (!atomic_load(&p->stop)) {
+        struct pollfd lp = {p->listen_fd, POLLIN, 0};
+        if (poll(&lp, 1, 20) <= 0)
+            continue;
+        int cfd = accept(p->listen_fd, NULL, NULL);
+        if (cfd < 0)
+            continue;
+        atomic_fetch_add(&p->accepted, 1);
+        int sfd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in up = {.sin_family = AF_INET,
+                                 .sin_port = htons((uint16_t)p->upstream_port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (sfd >= 0 && connect(sfd, (struct sockaddr *)&up, sizeof(up)) == 0)
+            proxy_pump(p, cfd, sfd);
+        if (sfd >= 0)
+            close(sfd);
+        close(cfd);
+    }
+    return NULL;
+}
+
+static void proxy_start(stall_proxy_t *p, int upstream_port)
+{
+    memset(p, 0, sizeof(*p));
+    p->upstream_port = upstream_port;
+    p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(p->listen_fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(p->listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(p->listen_fd, 4), 0);
+    assert_int_equal(getsockname(p->listen_fd, (struct sockaddr *)&a, &len), 0);
+    snprintf(p->address, sizeof(p->address), "127.0.0.1:%d", ntohs(a.sin_port));
+    assert_int_equal(pthread_create(&p->thread, NULL, proxy_main, p), 0);
+}
+
+static void proxy_stop(stall_proxy_t *p)
+{
+    atomic_store(&p->stop, true);
+    pthread_join(p->thread, NULL);
+    close(p->listen_fd);
+}
+
+#define BIDI_PATH "/libvarlog.transporttest.Transport/Bidi"
+/* The client's keepalive interval (wire.c) and how long the proxy withholds the ack of the
+ * ping after it: longer than Varlog's Go client waits (1.5 s), well within gRPC's and Go's
+ * default of 20 s. */
+#define CLIENT_KEEPALIVE_MS 10000
+#define ACK_LATE_MS 4000
+
+static void echo_once(rpc_stream_t *s, uint64_t seq)
+{
+    Libvarlog__Transporttest__Request req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
+    req.seq = seq;
+    assert_int_equal(rpc_stream_send(s, &req.base), VARLOG_OK);
+    ProtobufCMessage *m = NULL;
+    varlog_err_t err = rpc_stream_recv(s, 10000, &m);
+    if (err != VARLOG_OK && rpc_stream_status(s))
+        print_error("stream ended: %d %s\n", (int)rpc_stream_status(s)->code,
+                    rpc_stream_status(s)->message);
+    assert_int_equal(err, VARLOG_OK);
+    assert_int_equal(((Libvarlog__Transporttest__Response *)m)->seq, seq);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* A stream whose connection answers nothing for the keepalive interval plus ACK_LATE_MS: the
+ * client's keepalive ping is acknowledged ACK_LATE_MS late. With a 1.5 s ack timeout the
+ * client closed the connection and the stream ended UNAVAILABLE (what the test suite saw
+ * under load); the connection must survive and the stream go on. */
+static void test_client_keeps_connection_when_ping_ack_is_late(void **state)
+{
+    (void)state;
+    echo_service_t echo;
+    assert_int_equal(echo_service_start(&echo, 0), VARLOG_OK);
+    stall_proxy_t proxy;
+    proxy_start(&proxy, echo.port);
+    rpc_client_t *client = NULL;
+    assert_int_equal(rpc_client_new(&client), VARLOG_OK);
+    rpc_stream_opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.kind = RPC_STREAM_BIDI;
+    o.response = &libvarlog__transporttest__response__descriptor;
+    o.recv_window = 4;
+    o.timeout_ms = -1;
+    rpc_stream_t *s = NULL;
+    assert_int_equal(rpc_stream_open(client, proxy.address, BIDI_PATH, &o, NULL, &s), VARLOG_OK);
+    echo_once(s, 1);
+
+    /* The stall is the fault being injected, not a wait for a condition. */
+    atomic_store(&proxy.hold, true);
+    int64_t stall_ms = CLIENT_KEEPALIVE_MS + ACK_LATE_MS;
+    struct timespec ts = {(time_t)(stall_ms / 1000), (long)(stall_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    atomic_store(&proxy.hold, false);
+
+    echo_once(s, 2);
+    assert_int_equal(atomic_load(&proxy.accepted), 1); /* the same connection throughout */
+    rpc_stream_destroy(s);
+    rpc_client_destroy(client);
+    proxy_stop(&proxy);
+    echo_service_stop(&echo);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -141,6 +306,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_libvarlog_server_keeps_pinging_idle_client),
         cmocka_unit_test(test_default_grpc_server_drops_pinging_idle_client),
+        cmocka_unit_test(test_client_keeps_connection_when_ping_ack_is_late),
     };
     return cmocka_run_group_tests_name("keepalive", tests, group_setup, group_teardown);
 }
