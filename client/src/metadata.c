@@ -236,6 +236,9 @@ typedef struct discover_failure {
 
 static void failure_note(discover_failure_t *f, varlog_err_t err)
 {
+    /* A call cut short by the caller's own deadline is no cause: keep a real one seen before. */
+    if (err == VARLOG_ERR_TIMED_OUT && f->err != VARLOG_OK && f->err != VARLOG_ERR_TIMED_OUT)
+        return;
     f->err = err;
     errtext_copy(f->text, sizeof(f->text));
 }
