@@ -12,6 +12,13 @@
 /* How long a blocked after-callback may hold up queued work before the dispatcher adds a
  * thread: long enough that ordinary short callbacks never cause one. */
 #define SPAWN_GRACE_NS 2000000LL
+/* How long, after shutdown, every slot may be held with tasks queued and none completing
+ * before those tasks are completed unrun: the handlers may be waiting for them. Far above
+ * any scheduling stall of a loaded machine, so a slow but progressing drain still runs
+ * everything. */
+#define STALL_GRACE_NS 100000000LL
+/* Pause between attempts to create a thread after one failed. */
+#define SPAWN_RETRY_NS 10000000LL
 
 static _Thread_local vq_engine_t *tls_engine;
 
@@ -20,23 +27,16 @@ bool vq_engine_stopping_(const vq_engine_t *e)
     return atomic_load_explicit(&e->stopping, memory_order_acquire);
 }
 
-enum vq_wait_result vq_engine_sleep_(vq_engine_t *e, vq_worker_t *w, int64_t until,
-                                     int64_t deadline)
+enum vq_wait_result vq_engine_sleep_(vq_engine_t *e, int64_t until, int64_t deadline)
 {
     int64_t end = until < deadline ? until : deadline;
     int64_t now = vq_now_ns();
     if (now < end && !vq_engine_stopping_(e)) {
         pthread_mutex_lock(&e->mu);
-        if (w)
-            w->in_delay = true;
         while (!vq_engine_stopping_(e) && (now = vq_now_ns()) < end) {
             struct timespec ts = vq_ts_(end);
             pthread_cond_timedwait(&e->stop_cv, &e->mu, &ts);
         }
-        /* Ending the task now (deadline or shutdown): stay exempt from the watchdog until
-         * the worker reports, so it is not mistaken for a stuck handler. */
-        if (w && !vq_engine_stopping_(e) && now < deadline)
-            w->in_delay = false;
         pthread_mutex_unlock(&e->mu);
     }
     if (vq_engine_stopping_(e))
@@ -57,10 +57,32 @@ static void job_free_locked(vq_engine_t *e, vq_job_t *j)
     }
 }
 
-static void job_unref_locked(vq_engine_t *e, vq_job_t *j)
+/* A job's arg and release callback, taken before its record is recycled: release runs
+ * after the lock is dropped. */
+typedef struct release_call {
+    vq_release_fn fn;
+    void *arg;
+} release_call_t;
+
+static release_call_t job_unref_locked(vq_engine_t *e, vq_job_t *j)
 {
-    if (--j->refs == 0)
+    release_call_t rc = {NULL, NULL};
+    if (--j->refs == 0) {
+        rc.fn = j->spec.release;
+        rc.arg = j->spec.arg;
         job_free_locked(e, j);
+    }
+    return rc;
+}
+
+/* Runs a release callback with the lock dropped (user code never runs under it). */
+static void release_unlocked(vq_engine_t *e, release_call_t rc)
+{
+    if (rc.fn) {
+        pthread_mutex_unlock(&e->mu);
+        rc.fn(rc.arg);
+        pthread_mutex_lock(&e->mu);
+    }
 }
 
 /* A counter only ever written with e->mu held: a plain load and store, no locked
@@ -98,7 +120,7 @@ static void check_shortage_locked(vq_engine_t *e)
 static void note_quiet_locked(vq_engine_t *e)
 {
     if (e->release_waiting && e->ring.count == 0 && e->busy == 0 && e->nafter == 0 &&
-        !e->after_head)
+        !e->after_head && e->ntimers == 0)
         pthread_cond_broadcast(&e->idle_cv);
 }
 
@@ -112,6 +134,101 @@ static bool pop_locked(vq_engine_t *e, vq_job_t **out)
     if (e->producers_waiting)
         pthread_cond_signal(&e->space_cv);
     return true;
+}
+
+/* Queues j's completion (result already in j->result) for a thread outside the slots. */
+static void push_after_locked(vq_engine_t *e, vq_job_t *j)
+{
+    j->next = NULL;
+    if (e->after_tail)
+        e->after_tail->next = j;
+    else
+        e->after_head = j;
+    e->after_tail = j;
+    if (e->nidle > e->nwake) {
+        e->nwake++;
+        pthread_cond_signal(&e->work_cv);
+    }
+}
+
+/* The timer heap: a binary min-heap of jobs by due time, owned by the dispatcher (workers
+ * only add to it). Its array keeps its peak size, so steady retries allocate nothing. */
+static bool timer_push_locked(vq_engine_t *e, vq_job_t *j)
+{
+    if (e->ntimers == e->timers_cap) {
+        size_t cap = e->timers_cap ? e->timers_cap * 2 : 16;
+        vq_job_t **t = realloc(e->timers, cap * sizeof(*t));
+        if (!t)
+            return false;
+        e->timers = t;
+        e->timers_cap = cap;
+    }
+    size_t i = e->ntimers++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (e->timers[parent]->due <= j->due)
+            break;
+        e->timers[i] = e->timers[parent];
+        i = parent;
+    }
+    e->timers[i] = j;
+    if (j->due < e->disp_wake_at) {
+        e->disp_wake_at = INT64_MIN; /* signalled: it recomputes on waking */
+        pthread_cond_signal(&e->disp_cv);
+    }
+    return true;
+}
+
+static vq_job_t *timer_pop_locked(vq_engine_t *e)
+{
+    vq_job_t *top = e->timers[0];
+    size_t n = --e->ntimers;
+    vq_job_t *last = e->timers[n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && e->timers[c + 1]->due < e->timers[c]->due)
+            c++;
+        if (last->due <= e->timers[c]->due)
+            break;
+        e->timers[i] = e->timers[c];
+        i = c;
+    }
+    if (n)
+        e->timers[i] = last;
+    e->timers[n] = NULL;
+    return top;
+}
+
+/* Due delays re-enter the ring; one whose deadline came first ends with VQ_ERR_TIMEOUT.
+ * Returns when the next delay is due. */
+static int64_t run_timers_locked(vq_engine_t *e, int64_t now)
+{
+    while (e->ntimers && e->timers[0]->due <= now) {
+        vq_job_t *j = timer_pop_locked(e);
+        if (now >= j->deadline) {
+            j->result = VQ_ERR_TIMEOUT;
+            push_after_locked(e, j);
+            if (e->producers_waiting)
+                pthread_cond_signal(&e->space_cv);
+        } else if (vq_ring_push(&e->ring, j) != VQ_OK) {
+            push_after_locked(e, j); /* no room to grow: it ends with its last error */
+        } else {
+            atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
+            vq_wake_worker_locked_(e);
+        }
+    }
+    return e->ntimers ? e->timers[0]->due : INT64_MAX;
+}
+
+/* Shutdown: pending delays end now, each task with its last attempt's result (the one it
+ * would have had without retries), or VQ_ERR_SHUTDOWN if it never ran. */
+static void cancel_timers_locked(vq_engine_t *e)
+{
+    while (e->ntimers)
+        push_after_locked(e, timer_pop_locked(e));
 }
 
 /* ---- completion, without the lock (counted before, with it) ---------------------- */
@@ -133,44 +250,95 @@ static void complete(vq_engine_t *e, vq_job_t *j, int r)
 
 /* ---- workers ----------------------------------------------------------------------- */
 
-/* Runs j on w's slot, then keeps the slot for the next queued job while there is one, which
- * saves a lock round trip per task under load. Entered and left with e->mu held. Returns
+/* Whether a failed attempt gets another one, and the delay before it (computed without the
+ * lock; only the worker that ran the attempt touches the job until it reports). */
+static bool wants_retry(const vq_job_t *j, int r, vq_worker_t *w, int64_t *delay)
+{
+    if (r == VQ_ERR_PANIC || j->attempt >= j->spec.retry.count)
+        return false;
+    *delay = vq_retry_delay_(&j->spec.retry, j->attempt + 1, &w->rng);
+    return true;
+}
+
+/* Parks j for its retry delay: on the timer heap, or straight back in the ring when the delay
+ * is already over. Returns false if there was no memory for either (j then ends with r). */
+static bool park_locked(vq_engine_t *e, vq_job_t *j, int r, int64_t ended, int64_t delay)
+{
+    j->result = r;
+    j->attempt++;
+    j->delay = delay;
+    j->due = delay > INT64_MAX - ended ? INT64_MAX : ended + delay;
+    if (j->due > j->deadline)
+        j->due = j->deadline; /* then ends with VQ_ERR_TIMEOUT, at the deadline */
+    else if (j->due <= vq_now_ns()) {
+        if (vq_ring_push(&e->ring, j) != VQ_OK)
+            return false;
+        atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
+        return true;
+    }
+    return timer_push_locked(e, j);
+}
+
+/* Runs attempts on w's slot: j's, then the next queued job's while there is one, which saves
+ * a lock round trip per task under load. A failed attempt with retries left goes to the
+ * timer heap and frees the slot for other work. Entered and left with e->mu held. Returns
  * false when the thread was orphaned by release and must exit at once. */
 static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
 {
     for (;;) {
-        int64_t now = vq_now_ns();
-        int64_t t = j->spec.timeout_ns;
+        if (!j->deadline) {
+            int64_t now = vq_now_ns();
+            int64_t t = j->spec.timeout_ns;
+            j->deadline = t > INT64_MAX - now ? INT64_MAX : now + t;
+        }
         w->job = j;
         w->running = true;
-        w->in_delay = false;
-        w->deadline = t > INT64_MAX - now ? INT64_MAX : now + t;
+        w->deadline = j->deadline;
         if (w->deadline < e->disp_wake_at) {
             e->disp_wake_at = INT64_MIN; /* signalled: it recomputes on waking */
             pthread_cond_signal(&e->disp_cv);
         }
         pthread_mutex_unlock(&e->mu);
 
-        w->ctx = (vq_ctx_t){.deadline = w->deadline, .engine = e, .worker = w};
-        int r = vq_handle_(&j->spec, &w->ctx, e->logger, &e->metrics, &w->rng);
+        if (j->delay)
+            vq_note_retry_(e->logger, &e->metrics, j->spec.retry.count - j->attempt, j->delay);
+        w->ctx = (vq_ctx_t){.deadline = w->deadline, .attempt = j->attempt, .engine = e};
+        int r = j->spec.handler(&w->ctx, j->spec.arg);
+        int64_t ended = vq_now_ns();
+        int64_t delay = 0;
+        bool retry = false;
+        if (ended >= w->deadline) {
+            /* Whatever it says, an answer after the deadline is late: the task's result is
+             * the timeout, as if the caller had stopped waiting. */
+            atomic_fetch_add_explicit(&e->metrics.late, 1, memory_order_relaxed);
+            r = VQ_ERR_TIMEOUT;
+        } else if (r != VQ_OK) {
+            retry = wants_retry(j, r, w, &delay);
+        }
 
         /* Whoever takes the lock first reports: here, or the watchdog at the deadline. */
         pthread_mutex_lock(&e->mu);
         w->running = false;
-        w->in_delay = false;
         w->job = NULL;
         if (w->zombie) {
             /* The watchdog already reported VQ_ERR_TIMEOUT and freed the slot; the result
-             * is discarded (the handle loop counted it late if it came after the deadline). */
+             * is discarded (counted late above if it came after the deadline). */
             e->nzombies--;
             w->zombie = false;
-            job_unref_locked(e, j);
+            release_unlocked(e, job_unref_locked(e, j));
             if (w->orphan)
                 return false;
             e->nthreads++;
             return true;
         }
         e->progress++;
+        /* A shutdown cancels the retry, not the outcome already known. */
+        if (retry && !vq_engine_stopping_(e) && park_locked(e, j, r, ended, delay)) {
+            if (e->busy <= e->workers && !e->after_head && pop_locked(e, &j))
+                continue;
+            busy_add_locked(e, -1);
+            return true;
+        }
         count_locked(e, r);
         if (j->spec.after) {
             /* The callback runs outside the slot, so it may wait for other tasks. */
@@ -180,6 +348,8 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
             check_shortage_locked(e);
             pthread_mutex_unlock(&e->mu);
             complete(e, j, r);
+            if (j->spec.release)
+                j->spec.release(j->spec.arg);
             pthread_mutex_lock(&e->mu);
             e->nafter--;
             e->progress++;
@@ -187,11 +357,17 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
             note_quiet_locked(e);
             return true;
         }
-        job_free_locked(e, j);
-        if (r != VQ_OK) {
+        if (r != VQ_OK || j->spec.release) {
+            release_call_t rc = {j->spec.release, j->spec.arg};
+            job_free_locked(e, j);
             pthread_mutex_unlock(&e->mu);
-            log_result(e, r);
+            if (r != VQ_OK)
+                log_result(e, r);
+            if (rc.fn)
+                rc.fn(rc.arg);
             pthread_mutex_lock(&e->mu);
+        } else {
+            job_free_locked(e, j);
         }
         if (e->busy <= e->workers && !e->after_head && pop_locked(e, &j))
             continue;
@@ -232,9 +408,9 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&e->mu);
             complete(e, j, j->result);
             pthread_mutex_lock(&e->mu);
+            release_unlocked(e, job_unref_locked(e, j)); /* still counted in nafter */
             e->nafter--;
             e->progress++;
-            job_unref_locked(e, j);
             note_quiet_locked(e);
             continue;
         }
@@ -276,26 +452,24 @@ static void *worker_main(void *arg)
 /* ---- dispatcher ------------------------------------------------------------------- */
 
 /* Creates a worker thread with the lock held, so the thread cannot run (or retire) before
- * its handle is stored. */
-static bool spawn_locked(vq_engine_t *e)
+ * its handle is stored. Returns NULL or what went wrong, for the caller to log once it has
+ * dropped the lock (the logger is a user callback). */
+static const char *spawn_locked(vq_engine_t *e)
 {
     vq_worker_t *w = calloc(1, sizeof(*w));
-    if (!w) {
-        vq_log(e->logger, VQ_LOG_ERROR, "queue: cannot allocate a worker");
-        return false;
-    }
+    if (!w)
+        return "queue: cannot allocate a worker";
     w->e = e;
     if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
         free(w);
-        vq_log(e->logger, VQ_LOG_ERROR, "queue: cannot create a worker thread");
-        return false;
+        return "queue: cannot create a worker thread";
     }
     w->next = e->threads;
     if (w->next)
         w->next->prev = w;
     e->threads = w;
     e->nthreads++;
-    return true;
+    return NULL;
 }
 
 /* Reports a job still running at its deadline as timed out and frees its slot; the thread
@@ -305,22 +479,38 @@ static void abandon_locked(vq_engine_t *e, vq_worker_t *w)
     vq_job_t *j = w->job;
     j->result = VQ_ERR_TIMEOUT;
     j->refs = 2;
-    j->next = NULL;
-    if (e->after_tail)
-        e->after_tail->next = j;
-    else
-        e->after_head = j;
-    e->after_tail = j;
+    push_after_locked(e, j);
     w->running = false;
     w->zombie = true;
     e->nthreads--;
     e->nzombies++;
     busy_add_locked(e, -1);
-    if (e->nidle > e->nwake) {
-        e->nwake++;
-        pthread_cond_signal(&e->work_cv);
-    }
     vq_wake_worker_locked_(e);
+}
+
+/* After shutdown, tasks still queued while every slot is held and nothing completes for
+ * STALL_GRACE_NS are completed unrun: the handlers holding the slots may be waiting for
+ * them, and nothing else would ever free a slot. Returns when to look again. */
+static int64_t check_stall_locked(vq_engine_t *e, int64_t now)
+{
+    if (!vq_engine_stopping_(e) || e->ring.count == 0 || e->busy < e->workers) {
+        e->stalled = false;
+        return INT64_MAX;
+    }
+    if (!e->stalled || e->progress != e->stalled_mark) {
+        e->stalled = true;
+        e->stalled_since = now;
+        e->stalled_mark = e->progress;
+    } else if (now - e->stalled_since >= STALL_GRACE_NS) {
+        vq_job_t *j;
+        while (pop_locked(e, &j)) {
+            j->result = VQ_ERR_SHUTDOWN;
+            push_after_locked(e, j);
+        }
+        e->stalled = false;
+        return INT64_MAX;
+    }
+    return e->stalled_since + STALL_GRACE_NS;
 }
 
 static void *dispatcher_main(void *arg)
@@ -331,27 +521,39 @@ static void *dispatcher_main(void *arg)
     while (!e->exiting) {
         e->disp_wake_at = INT64_MIN; /* awake: workers need not signal new deadlines */
         int64_t now = vq_now_ns();
-        int64_t next = INT64_MAX;
+        int64_t next = run_timers_locked(e, now);
+        const char *problem = NULL;
         /* The watchdog first: abandoning a handler takes a thread out of the pool, which
          * the spawn step below replaces at once. */
         for (vq_worker_t *w = e->threads; w; w = w->next) {
-            if (!w->running || w->in_delay)
+            if (!w->running)
                 continue;
             if (w->deadline <= now)
                 abandon_locked(e, w);
             else if (w->deadline < next)
                 next = w->deadline;
         }
+        int64_t stall = check_stall_locked(e, now);
+        if (stall < next)
+            next = stall;
         /* Completions of abandoned jobs need a thread even when paused at 0 workers. */
-        while (e->nthreads < e->workers || (e->after_head && e->nthreads == 0)) {
-            if (!spawn_locked(e)) {
-                next = now + 10000000; /* try again shortly */
-                break;
+        bool spawn_ok = now >= e->spawn_retry_at;
+        while (spawn_ok && (e->nthreads < e->workers || (e->after_head && e->nthreads == 0))) {
+            if ((problem = spawn_locked(e)) != NULL) {
+                e->spawn_retry_at = now + SPAWN_RETRY_NS;
+                spawn_ok = false;
             }
         }
         int64_t tick = vq_wake_tick_locked_(e, now);
         if (tick < next)
             next = tick;
+        /* Completions waiting while every thread is busy (in handlers or callbacks) get a
+         * thread of their own after the grace, like startable work does. */
+        if (!e->shortage && e->nidle == 0 && e->after_head) {
+            e->shortage = true;
+            e->shortage_since = now;
+            e->shortage_mark = e->progress;
+        }
         if (e->shortage) {
             bool still =
                 e->nidle == 0 && ((e->ring.count > 0 && e->busy < e->workers) || e->after_head);
@@ -360,12 +562,24 @@ static void *dispatcher_main(void *arg)
             } else if (e->progress != e->shortage_mark) {
                 e->shortage_since = now;
                 e->shortage_mark = e->progress;
-            } else if (now - e->shortage_since >= SPAWN_GRACE_NS) {
-                (void)spawn_locked(e); /* retires again once idle */
+            } else if (now - e->shortage_since >= SPAWN_GRACE_NS && spawn_ok) {
+                /* The extra thread retires again once idle. */
+                if ((problem = spawn_locked(e)) != NULL)
+                    e->spawn_retry_at = now + SPAWN_RETRY_NS;
                 e->shortage = false;
             }
             if (e->shortage && e->shortage_since + SPAWN_GRACE_NS < next)
                 next = e->shortage_since + SPAWN_GRACE_NS;
+        }
+        if (e->spawn_retry_at > now && e->spawn_retry_at < next)
+            next = e->spawn_retry_at;
+        if (problem) {
+            /* Logged with the lock dropped; disp_wake_at stays "awake" meanwhile, so no
+             * signal is expected, and the loop recomputes everything afterwards. */
+            pthread_mutex_unlock(&e->mu);
+            vq_log(e->logger, VQ_LOG_ERROR, "%s", problem);
+            pthread_mutex_lock(&e->mu);
+            continue;
         }
         e->disp_wake_at = next;
         if (next == INT64_MAX) {
@@ -400,6 +614,7 @@ static void engine_destroy(vq_engine_t *e)
         e->free_jobs = j->next;
         free(j);
     }
+    free(e->timers);
     vq_ring_destroy(&e->ring);
     pthread_cond_destroy(&e->work_cv);
     pthread_cond_destroy(&e->space_cv);
@@ -428,7 +643,11 @@ vq_err_t vq_engine_create(const vq_engine_opts_t *o, vq_engine_t **out)
     if (!e)
         return VQ_ERR_NOMEM;
     memset(e, 0, size);
-    if (vq_ring_init(&e->ring, o->queue_limit, o->min_capacity) != VQ_OK) {
+    /* The limit is the engine's (ring plus timers, checked by submit): tasks coming back from
+     * a retry delay were accepted already and must always find room in the ring. */
+    size_t min =
+        o->queue_limit && o->min_capacity > o->queue_limit ? o->queue_limit : o->min_capacity;
+    if (vq_ring_init(&e->ring, 0, min) != VQ_OK) {
         free(e);
         return VQ_ERR_NOMEM;
     }
@@ -448,6 +667,8 @@ vq_err_t vq_engine_create(const vq_engine_opts_t *o, vq_engine_t **out)
     e->default_timeout = o->default_timeout_ns ? o->default_timeout_ns : DEFAULT_TIMEOUT_NS;
     e->free_max = o->task_cache ? o->task_cache : (e->ring.min_cap > 1024 ? e->ring.min_cap : 1024);
     e->workers = o->workers;
+    e->limit = o->queue_limit;
+    e->rng = (uint64_t)vq_now_ns() ^ (uint64_t)(uintptr_t)e;
     e->ncpu = online_cpus();
     e->disp_wake_at = INT64_MAX;
     atomic_init(&e->stopping, false);
@@ -485,7 +706,7 @@ static vq_err_t submit_locked(vq_engine_t *e, const vq_task_spec_t *spec)
 {
     if (vq_engine_stopping_(e))
         return VQ_ERR_SHUTDOWN;
-    if (e->ring.limit && e->ring.count >= e->ring.limit)
+    if (e->limit && e->ring.count + e->ntimers >= e->limit)
         return VQ_ERR_FULL;
     vq_job_t *j = e->free_jobs;
     if (j) {
@@ -500,13 +721,30 @@ static vq_err_t submit_locked(vq_engine_t *e, const vq_task_spec_t *spec)
     j->refs = 1;
     j->result = VQ_OK;
     j->next = NULL;
-    vq_err_t rc = vq_ring_push(&e->ring, j);
+    j->deadline = 0;
+    j->delay = 0;
+    j->attempt = 0;
+    vq_err_t rc;
+    if (spec->retry.delay_first) {
+        /* The first delay is part of the task: its deadline starts now. */
+        int64_t now = vq_now_ns();
+        int64_t t = j->spec.timeout_ns;
+        j->deadline = t > INT64_MAX - now ? INT64_MAX : now + t;
+        j->delay = vq_retry_delay_(&j->spec.retry, 0, &e->rng);
+        j->due = j->delay > j->deadline - now ? j->deadline : now + j->delay;
+        j->result = VQ_ERR_SHUTDOWN; /* the outcome if a shutdown cancels the delay */
+        rc = timer_push_locked(e, j) ? VQ_OK : VQ_ERR_NOMEM;
+    } else {
+        rc = vq_ring_push(&e->ring, j);
+    }
     if (rc != VQ_OK) {
         job_free_locked(e, j);
         return rc;
     }
-    atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
     bump_locked(&e->metrics.submitted);
+    if (spec->retry.delay_first)
+        return VQ_OK;
+    atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
     vq_wake_worker_locked_(e);
     if (e->nidle == 0)
         check_shortage_locked(e);
@@ -577,26 +815,39 @@ void vq_engine_shutdown(vq_engine_t *e)
 {
     if (!e)
         return;
+    unsigned busy = 0;
     pthread_mutex_lock(&e->mu);
     if (!vq_engine_stopping_(e)) {
         atomic_store_explicit(&e->stopping, true, memory_order_release);
         vq_ring_close(&e->ring);
-        if (e->busy)
-            vq_log(e->logger, VQ_LOG_INFO, "shutdown: %u busy workers", e->busy);
+        busy = e->busy;
+        cancel_timers_locked(e);
         pthread_cond_broadcast(&e->space_cv);
         pthread_cond_broadcast(&e->stop_cv);
         pthread_cond_broadcast(&e->work_cv);
         pthread_cond_signal(&e->disp_cv);
     }
     pthread_mutex_unlock(&e->mu);
+    /* After unlocking: the logger is a user callback, free to call the engine. */
+    if (busy)
+        vq_log(e->logger, VQ_LOG_INFO, "shutdown: %u busy workers", busy);
 }
 
-/* With no slot to run them, queued jobs are completed unrun so release stays bounded. */
+/* With no slot to run them (or no thread at all: never started), queued jobs and pending
+ * completions are completed on the calling thread, so release stays bounded. */
 static void fail_queued_locked(vq_engine_t *e)
 {
     vq_job_t *head = NULL, *tail = NULL, *j;
+    if (!e->started) {
+        head = e->after_head;
+        tail = e->after_tail;
+        e->after_head = e->after_tail = NULL;
+        for (j = head; j; j = j->next)
+            count_locked(e, j->result);
+    }
     while (pop_locked(e, &j)) {
         j->next = NULL;
+        j->result = VQ_ERR_SHUTDOWN;
         if (tail)
             tail->next = j;
         else
@@ -606,8 +857,11 @@ static void fail_queued_locked(vq_engine_t *e)
     }
     e->nafter++;
     pthread_mutex_unlock(&e->mu);
-    for (j = head; j; j = j->next)
-        complete(e, j, VQ_ERR_SHUTDOWN);
+    for (j = head; j; j = j->next) {
+        complete(e, j, j->result);
+        if (j->spec.release)
+            j->spec.release(j->spec.arg);
+    }
     pthread_mutex_lock(&e->mu);
     e->nafter--;
     while (head) {
@@ -627,11 +881,13 @@ vq_err_t vq_engine_release(vq_engine_t *e)
     pthread_mutex_lock(&e->mu);
     e->release_waiting = true;
     for (;;) {
-        if ((!e->started || e->workers == 0) && e->ring.count > 0) {
+        if (((!e->started || e->workers == 0) && e->ring.count > 0) ||
+            (!e->started && e->after_head)) {
             fail_queued_locked(e);
             continue;
         }
-        if (e->ring.count == 0 && e->busy == 0 && e->nafter == 0 && !e->after_head)
+        if (e->ring.count == 0 && e->busy == 0 && e->nafter == 0 && !e->after_head &&
+            e->ntimers == 0)
             break;
         pthread_cond_wait(&e->idle_cv, &e->mu);
     }

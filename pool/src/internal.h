@@ -14,30 +14,28 @@
 #include "vq/task.h"
 
 struct vq_engine;
-struct vq_worker;
 
 struct vq_ctx {
     int64_t deadline;
     unsigned attempt;
     struct vq_engine *engine; /* NULL when run inline */
-    struct vq_worker *worker;
 };
 
 enum vq_wait_result { VQ_WAIT_ELAPSED, VQ_WAIT_STOPPED, VQ_WAIT_DEADLINE };
 
-/* Sleeps until `until` or the context's deadline or shutdown, whichever is first. When
- * `retry_delay` is set the engine's watchdog leaves the worker alone meanwhile: the worker
- * enforces its own deadline there. */
-enum vq_wait_result vq_ctx_sleep_until(vq_ctx_t *ctx, int64_t until, bool retry_delay);
+/* Sleeps until `until` or the context's deadline or shutdown, whichever is first. */
+enum vq_wait_result vq_ctx_sleep_until(vq_ctx_t *ctx, int64_t until);
 
 /* Engine hooks used by the context functions. */
 bool vq_engine_stopping_(const struct vq_engine *e);
-enum vq_wait_result vq_engine_sleep_(struct vq_engine *e, struct vq_worker *w, int64_t until,
-                                     int64_t deadline);
+enum vq_wait_result vq_engine_sleep_(struct vq_engine *e, int64_t until, int64_t deadline);
 
-/* The retry loop: attempts, delays, retry logging. Returns the task's result. */
-int vq_handle_(const vq_task_spec_t *spec, vq_ctx_t *ctx, const vq_logger_t *logger,
-               vq_metrics_t *metrics, uint64_t *rng);
+/* The delay before attempt n >= 1 (or n >= 0 with delay_first): see vq_retry_t. */
+int64_t vq_retry_delay_(const vq_retry_t *r, unsigned n, uint64_t *rng);
+
+/* Counts a retry and logs its line when vq_logger_info_enabled says so: no formatting for a
+ * disabled logger. Called without any lock (the logger is a user callback). */
+void vq_note_retry_(const vq_logger_t *logger, vq_metrics_t *metrics, unsigned left, int64_t delay);
 
 /* A condition variable on CLOCK_MONOTONIC, so waits survive wall-clock jumps. */
 int vq_cond_init_(pthread_cond_t *c);
@@ -62,8 +60,12 @@ static inline void vq_cpu_relax_(void)
 typedef struct vq_job {
     vq_task_spec_t spec;
     struct vq_job *next; /* free list or completion queue */
-    int result;
-    int refs; /* under e->mu: 2 while an abandoned handler and its completion both run */
+    int64_t deadline;    /* absolute; 0 until the first attempt (or first delay) starts */
+    int64_t due;         /* while in the timer heap: when it re-enters the ring */
+    int64_t delay;       /* the delay waited before the pending attempt; 0 = none */
+    unsigned attempt;    /* number of the next attempt */
+    int result;          /* the last attempt's, then the task's */
+    int refs;            /* under e->mu: 2 while an abandoned handler and its completion both run */
 } vq_job_t;
 
 typedef struct vq_worker {
@@ -72,18 +74,17 @@ typedef struct vq_worker {
     struct vq_worker *next, *prev;
     vq_job_t *job;
     int64_t deadline;
-    bool running;  /* holds a slot and runs job */
-    bool in_delay; /* in a retry delay, where it enforces its own deadline */
-    bool zombie;   /* abandoned at its deadline; handler still running */
-    bool orphan;   /* zombie outliving vq_engine_release: frees itself */
+    bool running; /* holds a slot and runs job */
+    bool zombie;  /* abandoned at its deadline; handler still running */
+    bool orphan;  /* zombie outliving vq_engine_release: frees itself */
     vq_ctx_t ctx;
     uint64_t rng;
 } vq_worker_t;
 
 /* Locking: mu guards everything except the atomics (stopping, spinning, queued, refs). The
  * metrics are atomics for their readers; the engine writes submitted, success, failure and
- * busy only with mu held, as plain stores (no locked instruction per task); task.c adds to
- * retries and late. */
+ * busy only with mu held, as plain stores (no locked instruction per task); retries and
+ * late are added atomically, off the common path. */
 struct vq_engine {
     pthread_mutex_t mu;
     pthread_cond_t work_cv;  /* idle workers */
@@ -102,8 +103,12 @@ struct vq_engine {
     unsigned nwake; /* signals sent to idle workers not yet consumed */
     unsigned producers_waiting;
     bool release_waiting;
-    uint64_t progress; /* completions, to tell a slow callback from a stuck one */
-    vq_job_t *after_head, *after_tail;
+    uint64_t progress;                 /* completions, to tell a slow callback from a stuck one */
+    vq_job_t *after_head, *after_tail; /* completions waiting for a thread */
+    vq_job_t **timers;                 /* min-heap by due: tasks waiting out a retry delay */
+    size_t ntimers, timers_cap;
+    size_t limit; /* queue_limit: ring plus timers, checked by submit */
+    uint64_t rng; /* jitter of delay_first delays, drawn at submit */
     vq_job_t *free_jobs;
     size_t nfree, free_max;
     vq_worker_t *threads; /* every worker thread, abandoned ones included */
@@ -118,7 +123,11 @@ struct vq_engine {
     bool shortage;
     int64_t shortage_since;
     uint64_t shortage_mark;
-    atomic_uint refs; /* the owner plus each orphan */
+    bool stalled; /* stopping, every slot held, tasks queued: see vq_engine_shutdown */
+    int64_t stalled_since;
+    uint64_t stalled_mark;
+    int64_t spawn_retry_at; /* after a failed thread creation */
+    atomic_uint refs;       /* the owner plus each orphan */
     atomic_int spinning;
     atomic_size_t queued;
     unsigned ncpu; /* online CPUs at creation */

@@ -1,13 +1,15 @@
 /* When the engine wakes idle workers, when one spins, and the dispatcher's wake tick.
  *
- * A submit wakes an idle worker at once only when no worker is active. With one active (it
- * comes back to the queue when done), more are woken by the dispatcher on a tick instead of
- * by every submit, since a futex wake per task costs more than a short task: one more per
- * tick while the active ones fall behind. Falling behind means no completion since the last
- * tick (handlers blocked: queued work must not wait for them), or a growing queue of tasks
- * long enough for another worker to add throughput. Short tasks are bound by the engine
- * lock, not by their handlers; more workers for them only add lock hand-overs between CPUs
- * and runnable threads competing with the producers for the CPUs. */
+ * A submit wakes an idle worker at once only when no worker is active or spinning, and not
+ * at all while the queued tasks are covered by spinners and workers already woken. With
+ * one active or spinning (it comes back to the queue when done), more are woken by the
+ * dispatcher on a tick instead of by every submit, since a futex wake per task costs more
+ * than a short task: one more per tick while the active ones fall behind. Falling behind
+ * means no completion since the last tick (handlers blocked: queued work must not wait for
+ * them), or a growing queue of tasks long enough for another worker to add throughput.
+ * Short tasks are bound by the engine lock, not by their handlers; more workers for them
+ * only add lock hand-overs between CPUs and runnable threads competing with the producers
+ * for the CPUs. */
 #include "internal.h"
 
 /* Spinning a few microseconds before sleeping lets a worker catch the next task without a
@@ -26,13 +28,19 @@ static bool can_wake_locked(const struct vq_engine *e)
 
 void vq_wake_worker_locked_(struct vq_engine *e)
 {
-    /* Nothing while a thread spins: it will take the task. */
-    if (!can_wake_locked(e) || atomic_load_explicit(&e->spinning, memory_order_relaxed) != 0)
+    /* A spinning thread takes one queued task, so it covers one: only the tasks beyond what
+     * the spinners and the workers already signalled will take need a wake. Suppressing
+     * every wake while a thread spins left the rest of a burst behind the first task, for
+     * as long as it ran. */
+    unsigned spinning = (unsigned)atomic_load_explicit(&e->spinning, memory_order_relaxed);
+    if (!can_wake_locked(e) || e->ring.count <= e->nwake + spinning)
         return;
-    if (e->busy + e->nafter == 0) {
+    if (e->busy + e->nafter + spinning == 0) {
         e->nwake++;
         pthread_cond_signal(&e->work_cv);
     } else if (!e->ticking) {
+        /* The spinner is about to be active: like an active worker, it leaves the rest to
+         * the tick, which wakes another only while the active ones fall behind. */
         e->ticking = true;
         e->tick_at = 0; /* no rate known yet: the first tick only takes a baseline */
         pthread_cond_signal(&e->disp_cv);

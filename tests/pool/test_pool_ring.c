@@ -222,7 +222,8 @@ static void test_backoff_exponential_and_cap(void **state)
     assert_int_equal(vq_backoff_ns(&inv, 3, NULL), 100);
 }
 
-/* Jitter is really applied: delays are spread over [min, min * factor^k). */
+/* Jitter is really applied: delays are spread over [d/2, d) with d = min * factor^k (the
+ * rule changed from Go's [min, d), which left the first delay without jitter). */
 static void test_backoff_jitter_applied(void **state)
 {
     (void)state;
@@ -231,12 +232,43 @@ static void test_backoff_jitter_applied(void **state)
     int64_t lo = INT64_MAX, hi = 0;
     for (int i = 0; i < 1000; i++) {
         int64_t d = vq_backoff_ns(&r, 4, &rng); /* without jitter: 16000 */
-        assert_true(d >= 1000 && d < 16000);
+        assert_true(d >= 8000 && d < 16000);
         lo = d < lo ? d : lo;
         hi = d > hi ? d : hi;
     }
-    assert_true(lo < 4000);
-    assert_true(hi > 12000);
+    assert_true(lo < 9000);
+    assert_true(hi > 15000);
+    /* Capped delays are spread below the cap too. */
+    for (int i = 0; i < 100; i++) {
+        int64_t d = vq_backoff_ns(&r, 40, &rng);
+        assert_true(d >= 500000 && d < 1000000);
+    }
+}
+
+/* Issue 8 point 13: the first delay (d == min) is jittered too, and every draw advances the
+ * caller's generator, so two callers that failed together do not retry together. Before
+ * the fix attempt 0 always gave exactly min and left rng untouched. */
+static void test_backoff_first_delay_jittered(void **state)
+{
+    (void)state;
+    vq_retry_t r = {.min_ns = 1000000, .max_ns = 100000000, .factor = 2, .jitter = true};
+    uint64_t rng = 777;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int i = 0; i < 200; i++) {
+        uint64_t before = rng;
+        int64_t d = vq_backoff_ns(&r, 0, &rng);
+        assert_true(rng != before);
+        assert_true(d >= 500000 && d < 1000000);
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    assert_true(hi - lo > 250000);
+    /* Tiny delays stay positive. */
+    vq_retry_t tiny = {.min_ns = 1, .max_ns = 2, .jitter = true};
+    for (int i = 0; i < 100; i++)
+        assert_true(vq_backoff_ns(&tiny, 0, &rng) >= 1);
+    /* Without rng there is nothing to draw from: the plain delay. */
+    assert_int_equal(vq_backoff_ns(&r, 0, NULL), 1000000);
 }
 
 static void test_objpool_hits_misses_drops(void **state)
@@ -315,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_err_str),
         cmocka_unit_test(test_backoff_exponential_and_cap),
         cmocka_unit_test(test_backoff_jitter_applied),
+        cmocka_unit_test(test_backoff_first_delay_jittered),
         cmocka_unit_test(test_objpool_hits_misses_drops),
         cmocka_unit_test(test_objpool_threads),
     };

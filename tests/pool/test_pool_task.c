@@ -462,6 +462,216 @@ static void test_inline_backoff_delays(void **state)
     job_destroy(&j);
 }
 
+/* ---- issue 8 point 7: retry delays wait on the dispatcher's timer heap -------------- */
+
+/* Fails its first attempt, succeeds on the second; counts tasks between the two. */
+typedef struct waver {
+    atomic_int in_delay, peak, attempts, done;
+    tcount_t finished;
+} waver_t;
+
+static int wave_handler(vq_ctx_t *ctx, void *arg)
+{
+    waver_t *w = arg;
+    atomic_fetch_add(&w->attempts, 1);
+    if (vq_ctx_attempt(ctx) == 0) {
+        int v = atomic_fetch_add(&w->in_delay, 1) + 1;
+        int p = atomic_load(&w->peak);
+        while (v > p && !atomic_compare_exchange_weak(&w->peak, &p, v))
+            ;
+        return VQ_ERR_USER;
+    }
+    atomic_fetch_sub(&w->in_delay, 1);
+    return VQ_OK;
+}
+
+static void wave_after(void *arg, int r)
+{
+    waver_t *w = arg;
+    if (r == VQ_OK)
+        atomic_fetch_add(&w->done, 1);
+    tc_add(&w->finished, 1);
+}
+
+/* 32 tasks each needing one retry after a 1 s delay, on 8 workers: a task in its delay
+ * holds no worker, so more than 8 are in their delay at once (all 32 here). Before the fix
+ * each delay slept in a slot: never more than 8, and the tasks went through in waves. */
+static void test_retry_delays_hold_no_worker(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(8, vq_logger_discard());
+    static waver_t w;
+    memset(&w, 0, sizeof(w));
+    tc_init(&w.finished);
+    vq_task_spec_t s = {.handler = wave_handler, .arg = &w, .after = wave_after};
+    s.retry = (vq_retry_t){.count = 1, .delay_ns = 1000 * MS};
+    for (int i = 0; i < 32; i++)
+        assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&w.finished, 32, 30000));
+    assert_int_equal(atomic_load(&w.done), 32);
+    assert_int_equal(atomic_load(&w.attempts), 64);
+    assert_true(atomic_load(&w.peak) > 8);
+    assert_int_equal(vq_metrics_retries(vq_engine_metrics(e)), 32);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    tc_destroy(&w.finished);
+}
+
+/* With one worker, a task waiting out a long retry delay leaves the worker free: a fresh
+ * task runs meanwhile. Release then cancels the delay; the task ends with its last error. */
+static void test_worker_free_during_retry_delay(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    static job_t a, b;
+    job_init(&a, 1000);
+    job_init(&b, 0);
+    vq_task_spec_t sa = {.handler = flaky, .arg = &a, .after = record};
+    sa.retry = (vq_retry_t){.count = 3, .delay_ns = 30000 * MS};
+    vq_task_spec_t sb = {.handler = flaky, .arg = &b, .after = record};
+    assert_int_equal(vq_engine_submit(e, &sa), VQ_OK);
+    assert_true(tc_wait_ge(&a.started, 1, 5000));
+    assert_int_equal(vq_engine_submit(e, &sb), VQ_OK);
+    assert_true(tc_wait_ge(&b.done, 1, 5000));
+    assert_int_equal(b.result, VQ_OK);
+    assert_int_equal(tc_get(&a.done), 0);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    assert_int_equal(tc_get(&a.done), 1);
+    assert_int_equal(a.result, VQ_ERR_USER + 0);
+    assert_int_equal(atomic_load(&a.attempts), 1);
+    job_destroy(&a);
+    job_destroy(&b);
+}
+
+/* ---- delay_first (issue 8 point 13: delays b0, b1, b2 when attempt 1 ran elsewhere) ---- */
+
+typedef struct timed {
+    int64_t start[8], end[8];
+    atomic_int attempts;
+    unsigned seen[8];
+    int result;
+    tcount_t done;
+} timed_t;
+
+static int timed_fail(vq_ctx_t *ctx, void *arg)
+{
+    timed_t *t = arg;
+    int n = atomic_fetch_add(&t->attempts, 1);
+    if (n < 8) {
+        t->start[n] = vq_now_ns();
+        t->seen[n] = vq_ctx_attempt(ctx);
+        t->end[n] = vq_now_ns();
+    }
+    return VQ_ERR_USER + n;
+}
+
+static void timed_record(void *arg, int r)
+{
+    timed_t *t = arg;
+    t->result = r;
+    tc_add(&t->done, 1);
+}
+
+/* Backoff 20 ms doubling, no jitter, 2 retries: delays 20, 40 and 80 ms before attempts 0,
+ * 1 and 2 (only lower bounds are checked; a loaded machine only makes them longer). */
+static void check_delay_first_timing(const timed_t *t, int64_t t0)
+{
+    assert_int_equal(atomic_load(&t->attempts), 3);
+    for (unsigned k = 0; k < 3; k++)
+        assert_int_equal(t->seen[k], k);
+    assert_true(t->start[0] - t0 >= 20 * MS);
+    assert_true(t->start[1] - t->end[0] >= 40 * MS);
+    assert_true(t->start[2] - t->end[1] >= 80 * MS);
+}
+
+static void test_delay_first_on_engine(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    static timed_t t;
+    memset(&t, 0, sizeof(t));
+    tc_init(&t.done);
+    vq_task_spec_t s = {.handler = timed_fail, .arg = &t, .after = timed_record};
+    s.retry = (vq_retry_t){
+        .count = 2, .min_ns = 20 * MS, .max_ns = 1000 * MS, .factor = 2, .delay_first = true};
+    int64_t t0 = vq_now_ns();
+    assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
+    assert_true(tc_wait_ge(&t.done, 1, 10000));
+    check_delay_first_timing(&t, t0);
+    assert_int_equal(t.result, VQ_ERR_USER + 2);
+    assert_int_equal(vq_metrics_retries(vq_engine_metrics(e)), 3);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    tc_destroy(&t.done);
+}
+
+static void test_delay_first_inline(void **state)
+{
+    (void)state;
+    timed_t t;
+    memset(&t, 0, sizeof(t));
+    vq_task_spec_t s = {.handler = timed_fail, .arg = &t};
+    s.retry = (vq_retry_t){
+        .count = 2, .min_ns = 20 * MS, .max_ns = 1000 * MS, .factor = 2, .delay_first = true};
+    int64_t t0 = vq_now_ns();
+    assert_int_equal(vq_task_run_inline(&s, NULL, NULL), VQ_ERR_USER + 2);
+    check_delay_first_timing(&t, t0);
+    /* The first delay counts against the deadline: it may end the task before attempt 0. */
+    memset(&t, 0, sizeof(t));
+    s.retry = (vq_retry_t){.count = 2, .delay_ns = 3600000 * MS, .delay_first = true};
+    s.timeout_ns = 10 * MS;
+    assert_int_equal(vq_task_run_inline(&s, NULL, NULL), VQ_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&t.attempts), 0);
+}
+
+static atomic_int count_release;
+static void counted_release(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&count_release, 1);
+}
+
+/* A delay_first task waits on the timer heap before attempt 0, holding no worker; its
+ * deadline may end it there (VQ_ERR_TIMEOUT), and a shutdown completes it unrun
+ * (VQ_ERR_SHUTDOWN), release callback included. */
+static void test_delay_first_deadline_and_shutdown(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    static timed_t late, never;
+    static job_t other;
+    memset(&late, 0, sizeof(late));
+    memset(&never, 0, sizeof(never));
+    tc_init(&late.done);
+    tc_init(&never.done);
+    job_init(&other, 0);
+    atomic_store(&count_release, 0);
+    vq_task_spec_t sl = {.handler = timed_fail,
+                         .arg = &late,
+                         .after = timed_record,
+                         .release = counted_release,
+                         .timeout_ns = 20 * MS};
+    sl.retry = (vq_retry_t){.count = 1, .delay_ns = 3600000 * MS, .delay_first = true};
+    vq_task_spec_t sn = {
+        .handler = timed_fail, .arg = &never, .after = timed_record, .release = counted_release};
+    sn.retry = (vq_retry_t){.count = 1, .delay_ns = 3600000 * MS, .delay_first = true};
+    vq_task_spec_t so = {.handler = flaky, .arg = &other, .after = record};
+    assert_int_equal(vq_engine_submit(e, &sl), VQ_OK);
+    assert_int_equal(vq_engine_submit(e, &sn), VQ_OK);
+    assert_int_equal(vq_engine_submit(e, &so), VQ_OK);
+    assert_true(tc_wait_ge(&other.done, 1, 5000)); /* the worker was free */
+    assert_true(tc_wait_ge(&late.done, 1, 5000));
+    assert_int_equal(late.result, VQ_ERR_TIMEOUT);
+    assert_int_equal(atomic_load(&late.attempts), 0);
+    assert_int_equal(tc_get(&never.done), 0);
+    assert_int_equal(vq_metrics_late(vq_engine_metrics(e)), 0);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    assert_int_equal(never.result, VQ_ERR_SHUTDOWN);
+    assert_int_equal(atomic_load(&never.attempts), 0);
+    assert_int_equal(atomic_load(&count_release), 2);
+    tc_destroy(&late.done);
+    tc_destroy(&never.done);
+    job_destroy(&other);
+}
+
 int main(void)
 {
     tc_init(&stubborn_returned);
@@ -482,6 +692,11 @@ int main(void)
         cmocka_unit_test(test_inline_retries),
         cmocka_unit_test(test_inline_deadline_cuts_delay),
         cmocka_unit_test(test_inline_backoff_delays),
+        cmocka_unit_test(test_retry_delays_hold_no_worker),
+        cmocka_unit_test(test_worker_free_during_retry_delay),
+        cmocka_unit_test(test_delay_first_on_engine),
+        cmocka_unit_test(test_delay_first_inline),
+        cmocka_unit_test(test_delay_first_deadline_and_shutdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
