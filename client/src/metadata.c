@@ -641,11 +641,12 @@ varlog_err_t md_refresher_start(varlog_client_t *c)
 
 void md_refresher_stop(varlog_client_t *c)
 {
-    if (!c->refresher_started)
-        return;
+    /* Also wakes discovery pauses (nap_unless_closing) on callers' threads, refresher or not. */
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->refresher_wake);
     pthread_mutex_unlock(&c->mu);
+    if (!c->refresher_started)
+        return;
     pthread_join(c->refresher, NULL);
     c->refresher_started = false;
 }

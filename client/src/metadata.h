@@ -94,7 +94,8 @@ void md_retain_channels(struct varlog_client *c);
 md_view_t *md_current(struct varlog_client *c);
 
 /* Starts / stops the periodic refresh thread ("varlog-meta"); no thread when the interval is
- * 0. md_refresher_stop joins it and accepts a never-started refresher. */
+ * 0. md_refresher_stop joins it and accepts a never-started refresher; it also wakes
+ * discovery pauses on other threads, which then see the client closing. */
 varlog_err_t md_refresher_start(struct varlog_client *c);
 void md_refresher_stop(struct varlog_client *c);
 
