@@ -7,7 +7,9 @@
  * One rpc_client_t owns one completion queue and one I/O thread ("varlog-io"). The I/O thread
  * only dispatches completions: it never blocks on anything but brief internal mutexes and
  * never runs user code (the optional notify hooks are internal and must not block either).
- * Channels are cached per target address and live until the client is destroyed.
+ * Channels are cached per target address; they live until the client is destroyed or until
+ * rpc_client_retain_targets (rpc_internal.h) drops addresses no longer needed, and never go
+ * while a call runs on them. Their reconnect backoff is bounded (rpc_client_new_opts).
  *
  * Streams: at most one SEND_MESSAGE is in flight per call, further messages wait in a FIFO;
  * exactly one RECV_MESSAGE is outstanding while the stream's receive window has room, so a
