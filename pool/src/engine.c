@@ -49,12 +49,30 @@ enum vq_wait_result vq_engine_sleep_(vq_engine_t *e, int64_t until, int64_t dead
 static void job_free_locked(vq_engine_t *e, vq_job_t *j)
 {
     if (e->nfree < e->free_max) {
-        j->next = e->free_jobs;
+        j->u.next = e->free_jobs;
         e->free_jobs = j;
         e->nfree++;
     } else {
         free(j);
     }
+}
+
+/* The deadline starts with the first attempt, or with the first delay (delay_first), and
+ * then replaces the relative timeout in the record. */
+static bool job_deadline_started(const vq_job_t *j)
+{
+    return j->attempt > 0 || j->spec.retry.delay_first;
+}
+
+static void job_start_deadline(vq_job_t *j, int64_t now)
+{
+    int64_t t = j->spec.timeout_ns;
+    j->spec.timeout_ns = t > INT64_MAX - now ? INT64_MAX : now + t;
+}
+
+static int64_t job_deadline(const vq_job_t *j)
+{
+    return j->spec.timeout_ns;
 }
 
 /* A job's arg and release callback, taken before its record is recycled: release runs
@@ -139,9 +157,9 @@ static bool pop_locked(vq_engine_t *e, vq_job_t **out)
 /* Queues j's completion (result already in j->result) for a thread outside the slots. */
 static void push_after_locked(vq_engine_t *e, vq_job_t *j)
 {
-    j->next = NULL;
+    j->u.next = NULL;
     if (e->after_tail)
-        e->after_tail->next = j;
+        e->after_tail->u.next = j;
     else
         e->after_head = j;
     e->after_tail = j;
@@ -153,11 +171,11 @@ static void push_after_locked(vq_engine_t *e, vq_job_t *j)
 
 /* The timer heap: a binary min-heap of jobs by due time, owned by the dispatcher (workers
  * only add to it). Its array keeps its peak size, so steady retries allocate nothing. */
-static bool timer_push_locked(vq_engine_t *e, vq_job_t *j)
+static bool timer_push_locked(vq_engine_t *e, vq_job_t *j, int64_t due)
 {
     if (e->ntimers == e->timers_cap) {
         size_t cap = e->timers_cap ? e->timers_cap * 2 : 16;
-        vq_job_t **t = realloc(e->timers, cap * sizeof(*t));
+        vq_timer_t *t = realloc(e->timers, cap * sizeof(*t));
         if (!t)
             return false;
         e->timers = t;
@@ -166,13 +184,13 @@ static bool timer_push_locked(vq_engine_t *e, vq_job_t *j)
     size_t i = e->ntimers++;
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (e->timers[parent]->due <= j->due)
+        if (e->timers[parent].due <= due)
             break;
         e->timers[i] = e->timers[parent];
         i = parent;
     }
-    e->timers[i] = j;
-    if (j->due < e->disp_wake_at) {
+    e->timers[i] = (vq_timer_t){due, j};
+    if (due < e->disp_wake_at) {
         e->disp_wake_at = INT64_MIN; /* signalled: it recomputes on waking */
         pthread_cond_signal(&e->disp_cv);
     }
@@ -181,24 +199,23 @@ static bool timer_push_locked(vq_engine_t *e, vq_job_t *j)
 
 static vq_job_t *timer_pop_locked(vq_engine_t *e)
 {
-    vq_job_t *top = e->timers[0];
+    vq_job_t *top = e->timers[0].job;
     size_t n = --e->ntimers;
-    vq_job_t *last = e->timers[n];
+    vq_timer_t last = e->timers[n];
     size_t i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && e->timers[c + 1]->due < e->timers[c]->due)
+        if (c + 1 < n && e->timers[c + 1].due < e->timers[c].due)
             c++;
-        if (last->due <= e->timers[c]->due)
+        if (last.due <= e->timers[c].due)
             break;
         e->timers[i] = e->timers[c];
         i = c;
     }
     if (n)
         e->timers[i] = last;
-    e->timers[n] = NULL;
     return top;
 }
 
@@ -206,9 +223,9 @@ static vq_job_t *timer_pop_locked(vq_engine_t *e)
  * Returns when the next delay is due. */
 static int64_t run_timers_locked(vq_engine_t *e, int64_t now)
 {
-    while (e->ntimers && e->timers[0]->due <= now) {
+    while (e->ntimers && e->timers[0].due <= now) {
         vq_job_t *j = timer_pop_locked(e);
-        if (now >= j->deadline) {
+        if (now >= job_deadline(j)) {
             j->result = VQ_ERR_TIMEOUT;
             push_after_locked(e, j);
             if (e->producers_waiting)
@@ -220,7 +237,7 @@ static int64_t run_timers_locked(vq_engine_t *e, int64_t now)
             vq_wake_worker_locked_(e);
         }
     }
-    return e->ntimers ? e->timers[0]->due : INT64_MAX;
+    return e->ntimers ? e->timers[0].due : INT64_MAX;
 }
 
 /* Shutdown: pending delays end now, each task with its last attempt's result (the one it
@@ -266,17 +283,17 @@ static bool park_locked(vq_engine_t *e, vq_job_t *j, int r, int64_t ended, int64
 {
     j->result = r;
     j->attempt++;
-    j->delay = delay;
-    j->due = delay > INT64_MAX - ended ? INT64_MAX : ended + delay;
-    if (j->due > j->deadline)
-        j->due = j->deadline; /* then ends with VQ_ERR_TIMEOUT, at the deadline */
-    else if (j->due <= vq_now_ns()) {
+    j->u.delay = delay;
+    int64_t due = delay > INT64_MAX - ended ? INT64_MAX : ended + delay;
+    if (due > job_deadline(j))
+        due = job_deadline(j); /* then ends with VQ_ERR_TIMEOUT, at the deadline */
+    else if (due <= vq_now_ns()) {
         if (vq_ring_push(&e->ring, j) != VQ_OK)
             return false;
         atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
         return true;
     }
-    return timer_push_locked(e, j);
+    return timer_push_locked(e, j, due);
 }
 
 /* Runs attempts on w's slot: j's, then the next queued job's while there is one, which saves
@@ -286,22 +303,19 @@ static bool park_locked(vq_engine_t *e, vq_job_t *j, int r, int64_t ended, int64
 static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
 {
     for (;;) {
-        if (!j->deadline) {
-            int64_t now = vq_now_ns();
-            int64_t t = j->spec.timeout_ns;
-            j->deadline = t > INT64_MAX - now ? INT64_MAX : now + t;
-        }
+        if (!job_deadline_started(j))
+            job_start_deadline(j, vq_now_ns());
         w->job = j;
         w->running = true;
-        w->deadline = j->deadline;
+        w->deadline = job_deadline(j);
         if (w->deadline < e->disp_wake_at) {
             e->disp_wake_at = INT64_MIN; /* signalled: it recomputes on waking */
             pthread_cond_signal(&e->disp_cv);
         }
         pthread_mutex_unlock(&e->mu);
 
-        if (j->delay)
-            vq_note_retry_(e->logger, &e->metrics, j->spec.retry.count - j->attempt, j->delay);
+        if (j->u.delay)
+            vq_note_retry_(e->logger, &e->metrics, j->spec.retry.count - j->attempt, j->u.delay);
         w->ctx = (vq_ctx_t){.deadline = w->deadline, .attempt = j->attempt, .engine = e};
         int r = j->spec.handler(&w->ctx, j->spec.arg);
         int64_t ended = vq_now_ns();
@@ -400,7 +414,7 @@ static void *worker_main(void *arg)
     for (;;) {
         if (e->after_head) {
             vq_job_t *j = e->after_head;
-            e->after_head = j->next;
+            e->after_head = j->u.next;
             if (!e->after_head)
                 e->after_tail = NULL;
             e->nafter++;
@@ -611,7 +625,7 @@ static void engine_destroy(vq_engine_t *e)
 {
     while (e->free_jobs) {
         vq_job_t *j = e->free_jobs;
-        e->free_jobs = j->next;
+        e->free_jobs = j->u.next;
         free(j);
     }
     free(e->timers);
@@ -710,7 +724,7 @@ static vq_err_t submit_locked(vq_engine_t *e, const vq_task_spec_t *spec)
         return VQ_ERR_FULL;
     vq_job_t *j = e->free_jobs;
     if (j) {
-        e->free_jobs = j->next;
+        e->free_jobs = j->u.next;
         e->nfree--;
     } else if (!(j = malloc(sizeof(*j)))) {
         return VQ_ERR_NOMEM;
@@ -720,20 +734,18 @@ static vq_err_t submit_locked(vq_engine_t *e, const vq_task_spec_t *spec)
         j->spec.timeout_ns = e->default_timeout;
     j->refs = 1;
     j->result = VQ_OK;
-    j->next = NULL;
-    j->deadline = 0;
-    j->delay = 0;
+    j->u.delay = 0; /* no retry line for attempt 0 */
     j->attempt = 0;
     vq_err_t rc;
     if (spec->retry.delay_first) {
         /* The first delay is part of the task: its deadline starts now. */
         int64_t now = vq_now_ns();
-        int64_t t = j->spec.timeout_ns;
-        j->deadline = t > INT64_MAX - now ? INT64_MAX : now + t;
-        j->delay = vq_retry_delay_(&j->spec.retry, 0, &e->rng);
-        j->due = j->delay > j->deadline - now ? j->deadline : now + j->delay;
+        job_start_deadline(j, now);
+        int64_t d = vq_retry_delay_(&j->spec.retry, 0, &e->rng);
+        j->u.delay = d;
         j->result = VQ_ERR_SHUTDOWN; /* the outcome if a shutdown cancels the delay */
-        rc = timer_push_locked(e, j) ? VQ_OK : VQ_ERR_NOMEM;
+        int64_t due = d >= job_deadline(j) - now ? job_deadline(j) : now + d;
+        rc = timer_push_locked(e, j, due) ? VQ_OK : VQ_ERR_NOMEM;
     } else {
         rc = vq_ring_push(&e->ring, j);
     }
@@ -842,14 +854,14 @@ static void fail_queued_locked(vq_engine_t *e)
         head = e->after_head;
         tail = e->after_tail;
         e->after_head = e->after_tail = NULL;
-        for (j = head; j; j = j->next)
+        for (j = head; j; j = j->u.next)
             count_locked(e, j->result);
     }
     while (pop_locked(e, &j)) {
-        j->next = NULL;
+        j->u.next = NULL;
         j->result = VQ_ERR_SHUTDOWN;
         if (tail)
-            tail->next = j;
+            tail->u.next = j;
         else
             head = j;
         tail = j;
@@ -857,7 +869,7 @@ static void fail_queued_locked(vq_engine_t *e)
     }
     e->nafter++;
     pthread_mutex_unlock(&e->mu);
-    for (j = head; j; j = j->next) {
+    for (j = head; j; j = j->u.next) {
         complete(e, j, j->result);
         if (j->spec.release)
             j->spec.release(j->spec.arg);
@@ -866,7 +878,7 @@ static void fail_queued_locked(vq_engine_t *e)
     e->nafter--;
     while (head) {
         j = head;
-        head = j->next;
+        head = j->u.next;
         job_free_locked(e, j);
     }
 }

@@ -57,16 +57,26 @@ static inline void vq_cpu_relax_(void)
 
 /* ---- engine internals: engine.c and wake.c ------------------------------------------ */
 
+/* A task record. It is as small as the old one (104 bytes; a record is allocated per queued
+ * task until the free list has enough): spec.timeout_ns holds the relative timeout until
+ * the deadline starts, then the absolute deadline (see job_start_deadline in engine.c). */
 typedef struct vq_job {
     vq_task_spec_t spec;
-    struct vq_job *next; /* free list or completion queue */
-    int64_t deadline;    /* absolute; 0 until the first attempt (or first delay) starts */
-    int64_t due;         /* while in the timer heap: when it re-enters the ring */
-    int64_t delay;       /* the delay waited before the pending attempt; 0 = none */
-    unsigned attempt;    /* number of the next attempt */
-    int result;          /* the last attempt's, then the task's */
-    int refs;            /* under e->mu: 2 while an abandoned handler and its completion both run */
+    union {
+        struct vq_job *next; /* free list or completion queue */
+        int64_t delay;       /* queued or in the timer heap: the delay before the pending
+                                attempt, for the retry line; 0 = none */
+    } u;
+    unsigned attempt; /* number of the next attempt */
+    int result;       /* the last attempt's, then the task's */
+    int refs;         /* under e->mu: 2 while an abandoned handler and its completion both run */
 } vq_job_t;
+
+/* A timer heap entry: the key is kept beside the pointer, so sifting reads no job. */
+typedef struct vq_timer {
+    int64_t due;
+    vq_job_t *job;
+} vq_timer_t;
 
 typedef struct vq_worker {
     struct vq_engine *e;
@@ -105,7 +115,7 @@ struct vq_engine {
     bool release_waiting;
     uint64_t progress;                 /* completions, to tell a slow callback from a stuck one */
     vq_job_t *after_head, *after_tail; /* completions waiting for a thread */
-    vq_job_t **timers;                 /* min-heap by due: tasks waiting out a retry delay */
+    vq_timer_t *timers;                /* min-heap by due: tasks waiting out a retry delay */
     size_t ntimers, timers_cap;
     size_t limit; /* queue_limit: ring plus timers, checked by submit */
     uint64_t rng; /* jitter of delay_first delays, drawn at submit */

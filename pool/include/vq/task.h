@@ -28,11 +28,12 @@ typedef void (*vq_after_fn)(void *arg, int result);
  * caller's thread), so it waits backoff(0) before attempt 0, backoff(1) before attempt 1,
  * and so on. delay_first does not change the number of attempts (count + 1). */
 typedef struct vq_retry {
-    unsigned count;   /* extra attempts after the first; 0 = no retry */
+    /* Wide fields first: no padding, so a task record stays small (see docs/POOL.md). */
     int64_t delay_ns; /* fixed delay between attempts; 0 = exponential backoff below */
     int64_t min_ns;   /* backoff floor; 0 = 100 ms */
     int64_t max_ns;   /* backoff cap; 0 = 10 s */
     double factor;    /* growth per attempt; <= 0 = 2 */
+    unsigned count;   /* extra attempts after the first; 0 = no retry */
     bool jitter;      /* spread each backoff delay over [d/2, d) (see vq_backoff_ns) */
     bool delay_first; /* wait a delay before attempt 0 as well (see above) */
 } vq_retry_t;
