@@ -334,18 +334,27 @@ static bool should_retry(append_op_t *op, const attempt_result_t *r)
 
 /* ---- retries on the engine --------------------------------------------------------------- */
 
-static vq_retry_t retry_policy(const varlog_client_t *c, unsigned extra)
+/* The attempts left after the caller's own: each waits a jittered backoff first (b0 before
+ * the first retry, b1 before the second, ...), on the engine's timer queue rather than in a
+ * worker. */
+static vq_retry_t retry_policy(const varlog_client_t *c, unsigned attempts_left)
 {
-    vq_retry_t p = {.count = extra,
+    vq_retry_t p = {.count = attempts_left - 1,
                     .min_ns = c->conf->append_retry_backoff_ms * 1000000,
                     .max_ns = c->conf->append_retry_backoff_max_ms * 1000000,
                     .factor = 2.0,
-                    .jitter = true};
+                    .jitter = true,
+                    .delay_first = true};
     return p;
 }
 
+/* The client whose retry handler or engine logger this thread is running, if any: an append
+ * made from a log callback there must not wait for a worker it occupies itself. */
+static _Thread_local const varlog_client_t *tls_engine_client;
+
 static int retry_handler(vq_ctx_t *ctx, void *arg)
 {
+    (void)ctx;
     append_op_t *op = arg;
     varlog_client_t *c = op->c;
     pthread_mutex_lock(&op->mu);
@@ -357,22 +366,12 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
         op_finish(op, VARLOG_ERR_CLOSED, "the client closed before the retry");
         return 0;
     }
-    if (vq_ctx_attempt(ctx) == 0) {
-        /* The engine spaces its own attempts; the first one waits here. */
-        vq_retry_t p = retry_policy(c, 0);
-        int64_t wait = vq_backoff_ns(&p, 0, &op->rng);
-        int64_t left = client_remaining_ms(op->deadline_ms);
-        if (left >= 0 && wait > left * 1000000)
-            wait = left * 1000000;
-        if (vq_ctx_wait(ctx, wait)) {
-            op_finish(op, VARLOG_ERR_CLOSED, "the client closed during the retry delay");
-            return 0;
-        }
-    }
     if (client_remaining_ms(op->deadline_ms) == 0) {
         op_finish(op, VARLOG_ERR_TIMED_OUT, NULL);
         return 0;
     }
+    const varlog_client_t *outer = tls_engine_client;
+    tls_engine_client = c;
     atomic_fetch_add(&c->stats.lookups, 1);
     vq_batch_item_t item = {.key = op, .bound = vq_now_ns(), .has_bound = true};
     int lookup = vq_batcher_lookup(c->batcher, &item);
@@ -383,6 +382,7 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     atomic_fetch_add(&c->stats.append_retries, 1);
     attempt_result_t r;
     attempt(op, &r);
+    tls_engine_client = outer;
     if (!r.ran)
         return 0;
     if (r.v.err == VARLOG_OK) {
@@ -395,20 +395,55 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     return 0;
 }
 
-static void retry_after(void *arg, int result)
+/* The task's result once the retries are over (or cut short). */
+static void retry_settle(append_op_t *op, int result)
 {
-    append_op_t *op = arg;
     if (result == VQ_ERR_SHUTDOWN)
         op_finish(op, VARLOG_ERR_CLOSED, "the client closed before the retry ran");
     else if (result == VQ_ERR_TIMEOUT)
         op_finish(op, VARLOG_ERR_TIMED_OUT, "the retry did not finish in time");
     else {
+        /* Retries ran out (or shutdown cut a delay short): the last attempt's failure. */
         pthread_mutex_lock(&op->mu);
-        varlog_err_t err = op->err;
+        varlog_err_t err = op->err != VARLOG_OK ? op->err : VARLOG_ERR_INTERNAL;
         pthread_mutex_unlock(&op->mu);
-        op_finish(op, err, op->errtext);
+        op_finish(op, err, NULL);
     }
+}
+
+static void retry_after(void *arg, int result)
+{
+    retry_settle(arg, result);
+}
+
+/* The engine is done with the op: its handler (even one abandoned by the watchdog) and its
+ * after-callback have returned. The client may be freed right after the count drops. */
+static void retry_release(void *arg)
+{
+    append_op_t *op = arg;
+    varlog_client_t *c = op->c;
     op_unref(op);
+    pthread_mutex_lock(&c->mu);
+    if (--c->retry_tasks == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static vq_task_spec_t retry_spec(append_op_t *op)
+{
+    varlog_client_t *c = op->c;
+    unsigned left_attempts = (unsigned)c->conf->append_retries + 1 - op->attempts;
+    int64_t grace_ms = c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000;
+    int64_t left = client_remaining_ms(op->deadline_ms);
+    vq_task_spec_t spec = {.handler = retry_handler,
+                           .arg = op,
+                           .after = retry_after,
+                           .release = retry_release,
+                           /* The handler honours the call's deadline itself; the engine's
+                            * watchdog is only a backstop beyond it. */
+                           .timeout_ns = left < 0 ? (int64_t)1 << 61 : (left + grace_ms) * 1000000,
+                           .retry = retry_policy(c, left_attempts)};
+    return spec;
 }
 
 /* Hands the remaining attempts to the engine. Returns false if it refused (the caller then
@@ -416,25 +451,33 @@ static void retry_after(void *arg, int result)
 static bool submit_retry(append_op_t *op)
 {
     varlog_client_t *c = op->c;
-    unsigned extra = (unsigned)c->conf->append_retries - op->attempts; /* after the first */
-    int64_t grace_ms = c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 10000;
-    int64_t left = client_remaining_ms(op->deadline_ms);
-    vq_task_spec_t spec = {.handler = retry_handler,
-                           .arg = op,
-                           .after = retry_after,
-                           /* The handler honours the call's deadline itself; the engine's
-                            * watchdog is only a backstop well beyond it. */
-                           .timeout_ns = left < 0 ? (int64_t)1 << 61 : (left + grace_ms) * 1000000,
-                           .retry = retry_policy(c, extra)};
+    vq_task_spec_t spec = retry_spec(op);
     op_ref(op);
+    pthread_mutex_lock(&c->mu);
+    c->retry_tasks++;
+    pthread_mutex_unlock(&c->mu);
     vq_err_t err = vq_engine_submit(c->engine, &spec);
     if (err != VQ_OK) {
+        pthread_mutex_lock(&c->mu);
+        c->retry_tasks--;
+        pthread_mutex_unlock(&c->mu);
         atomic_fetch_sub(&op->refs, 1);
         log_line(&c->log, VARLOG_LOG_WARNING, VARLOG_LOG_CTX_RETRY,
                  "retry of an append to topic %d not queued: %s", op->topic_id, vq_err_str(err));
         return false;
     }
     return true;
+}
+
+/* Runs the remaining attempts on the calling thread: for an append made on one of the
+ * client's own engine threads (a log callback there), which queued behind itself could
+ * wait for ever (with retry.workers = 1 it would). */
+static void retry_inline(append_op_t *op)
+{
+    vq_task_spec_t spec = retry_spec(op);
+    spec.after = NULL;
+    spec.release = NULL;
+    retry_settle(op, vq_task_run_inline(&spec, &op->c->engine_logger, NULL));
 }
 
 /* Waits for the retry task's result or the caller's deadline. */
@@ -596,10 +639,13 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
 
     attempt_result_t r;
     attempt(op, &r);
-    if (r.v.err != VARLOG_OK && should_retry(op, &r) && submit_retry(op))
-        await_result(op);
-    else
-        op_finish(op, r.v.err, r.v.err == VARLOG_OK ? NULL : r.text);
+    if (r.v.err != VARLOG_OK && should_retry(op, &r)) {
+        if (tls_engine_client == c)
+            retry_inline(op);
+        else if (submit_retry(op))
+            await_result(op);
+    }
+    op_finish(op, r.v.err, r.v.err == VARLOG_OK ? NULL : r.text);
 
     pthread_mutex_lock(&op->mu);
     err = op->err;
@@ -666,7 +712,10 @@ static void engine_log(void *ctx, vq_log_level_t level, const char *fmt, va_list
         return;
     char line[512];
     vsnprintf(line, sizeof(line), fmt, ap);
+    const varlog_client_t *outer = tls_engine_client;
+    tls_engine_client = c;
     log_line(&c->log, l, VARLOG_LOG_CTX_RETRY, "%s", line);
+    tls_engine_client = outer;
 }
 
 static bool engine_info_enabled(void *ctx)
@@ -703,6 +752,12 @@ void append_engine_stop(varlog_client_t *c)
     if (c->engine)
         vq_engine_release(c->engine);
     c->engine = NULL;
+    /* A handler abandoned by the watchdog may still run after the release, using the op and
+     * the client: wait until the engine released every op. */
+    pthread_mutex_lock(&c->mu);
+    while (c->retry_tasks > 0)
+        pthread_cond_wait(&c->idle, &c->mu);
+    pthread_mutex_unlock(&c->mu);
     if (c->batcher)
         vq_batcher_destroy(c->batcher);
     c->batcher = NULL;

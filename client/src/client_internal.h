@@ -39,7 +39,8 @@ struct varlog_client {
     char *mr_address;    /* validated metadata member, NULL = discover again */
     bool closing;        /* set once by destroy; new calls fail with CLOSED */
     size_t active_calls; /* public calls in progress; destroy waits for 0 */
-    pthread_cond_t idle; /* active_calls reached 0 */
+    size_t retry_tasks;  /* retry tasks the engine has not released; destroy waits for 0 */
+    pthread_cond_t idle; /* active_calls or retry_tasks reached 0 */
 
     /* one GetMetadata in flight, shared by concurrent callers */
     pthread_mutex_t fetch_mu;

@@ -74,9 +74,12 @@ VARLOG_API varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t 
  * Closes the client: new calls fail with CLOSED, calls in progress on other threads are
  * cancelled and each returns exactly once (CLOSED, or their result if it arrived first; an
  * append whose request was sent reports MAYBE_APPENDED), then every thread is joined and
- * everything freed. No log callback runs after it returns. Blocks for a bounded time (calls
- * in progress end promptly when cancelled). Accepts NULL. Must not be called from a log
- * callback, and the client must not be used once it returned.
+ * everything freed. Retries queued behind busy retry workers are not started: their calls
+ * return CLOSED. No log callback runs after it returns. Blocks for a bounded time (calls in
+ * progress end promptly when cancelled), plus as long as a log callback already running on
+ * one of the client's threads takes to return: destroy waits for it rather than free what
+ * that thread still uses. Accepts NULL. Must not be called from a log callback, and the
+ * client must not be used once it returned.
  */
 VARLOG_API void varlog_client_destroy(varlog_client_t *client);
 
@@ -92,8 +95,8 @@ VARLOG_API uint64_t varlog_client_applied_index(varlog_client_t *client);
 
 /*
  * Lists ids from the client's current metadata view (no network call): topics, the log
- * streams of a topic, or the log streams varlog_append may pick now (the topic's log streams
- * minus the ones denied after a failure). Up to cap ids are written to ids (may be NULL
+ * streams of a topic, or the log streams varlog_append prefers now (the topic's unsealed log
+ * streams minus the ones denied after a failure). Up to cap ids are written to ids (may be NULL
  * when cap is 0), in increasing order; *n receives the total count, which may exceed cap.
  * Does not block beyond a brief internal lock.
  * Errors: INVALID_ARG (NULL client or n, NULL ids with cap > 0), UNKNOWN_TOPIC, CLOSED.
@@ -108,35 +111,49 @@ VARLOG_API varlog_err_t varlog_client_appendable_log_streams(varlog_client_t *cl
 
 /*
  * Appends n records as one batch to one log stream of topic_id, chosen round robin among
- * the topic's log streams that are not denied. The batch is stored atomically with
+ * the topic's unsealed log streams that are not denied. The batch is stored atomically with
  * consecutive GLSNs and LLSNs in one log stream, or not at all.
  *
  * A failed attempt is retried (up to `append.retries` times, with jittered exponential
  * backoff, within timeout_ms) when the records were certainly not stored, or also after an
  * ambiguous failure when `append.retry.maybe.appended` is true. Before each retry the client
  * refreshes its metadata; concurrent retries share that lookup (`lookup.batch.size`). A log
- * stream that fails for reasons of its own (sealed, unreachable, unknown to its node) is
- * denied for `append.deny.ttl.ms` and the retry picks another; a call's own timeout or the
- * client's closing never denies a log stream.
+ * stream that fails for reasons of its own (sealed, unreachable, unknown to its node, not
+ * answering within `append.attempt.timeout.ms`) is denied for `append.deny.ttl.ms` and the
+ * retry picks another; a call's own timeout or the client's closing never denies a log
+ * stream. A denial ends early when an append to the log stream succeeds or a new metadata
+ * version shows it unsealed with a primary; when every unsealed log stream is denied, the
+ * one whose denial ends first is tried.
  *
  * Ownership: records and their bytes are borrowed for the call. metas (optional, n entries)
  * receives each record's position on success; outcome (optional) receives what is known
- * about the records whatever the result.
- * Blocks: yes, up to timeout_ms (-1 = no deadline: bounded by the retries; 0 is refused).
- * Errors: INVALID_ARG (NULL client or records, n == 0, an empty record, a record above
- * append.record.max.bytes, more than append.batch.max.records records or
+ * about the records whatever the result. A success leaves varlog_last_error() as it was,
+ * also when attempts failed before it.
+ * Blocks: yes, up to timeout_ms. -1 = no overall deadline: each attempt is bounded by
+ * `append.attempt.timeout.ms`, so the call is bounded by the retries; 0 is refused.
+ * The log callback may run on the calling thread. Called from a log callback on one of the
+ * client's retry workers, the call runs its retries on that thread instead of queueing them
+ * behind the worker it occupies.
+ * Errors: INVALID_ARG (NULL client or records, a topic id below 1, n == 0, an empty record,
+ * a record above append.record.max.bytes, more than append.batch.max.records records or
  * append.batch.max.bytes bytes, timeout_ms 0 or below -1), UNKNOWN_TOPIC (also after a
- * refresh), NO_LOG_STREAM (every log stream denied), SEALED, TIMED_OUT, CLOSED, NOMEM,
- * RPC_* codes of the last attempt.
+ * refresh), UNKNOWN_LOG_STREAM (a log stream the metadata no longer lists), NO_LOG_STREAM
+ * (the topic has no log stream, or every one is sealed; not retried), SEALED, TIMED_OUT,
+ * CLOSED, NOMEM, DECODE (an answer that could not be read: MAYBE_APPENDED), RPC_* codes of
+ * the last attempt (RPC_DEADLINE_EXCEEDED when an attempt reached append.attempt.timeout.ms)
+ * or of the metadata lookup an unknown topic needed.
  */
 VARLOG_API varlog_err_t varlog_append(varlog_client_t *client, int32_t topic_id,
                                       const varlog_record_t *records, size_t n, int64_t timeout_ms,
                                       varlog_entry_meta_t *metas, varlog_outcome_t *outcome);
 
 /*
- * As varlog_append, but to the given log stream; retries go to the same log stream. A
- * sealed log stream fails with SEALED once the refreshed metadata confirms it is sealed.
- * Errors: as varlog_append, with UNKNOWN_LOG_STREAM instead of NO_LOG_STREAM.
+ * As varlog_append, but to the given log stream; retries go to the same log stream, denied
+ * or not (a success ends its denial). A sealed log stream fails with SEALED once the
+ * refreshed metadata confirms it is sealed.
+ * Errors: as varlog_append, with INVALID_ARG also for a log stream id below 1 and
+ * UNKNOWN_LOG_STREAM for one the metadata does not list (after a refresh), and without
+ * NO_LOG_STREAM.
  */
 VARLOG_API varlog_err_t varlog_append_to(varlog_client_t *client, int32_t topic_id,
                                          int32_t log_stream_id, const varlog_record_t *records,
