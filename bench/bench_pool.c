@@ -1,8 +1,9 @@
 /* bench_pool: the golang-queue benchmarks in C, printed as Go benchmark lines.
  *
- *   bench_pool [-benchtime=MS] [FILTER]
+ *   bench_pool [-benchtime=MS] [-count=N] [FILTER]
  *
- * With no arguments every benchmark runs for about 200 ms. Each measures the same work per
+ * With no arguments every benchmark runs once for about 200 ms; -count runs each N times in
+ * a row (as Go's -count), for medians. Each measures the same work per
  * op as its Go counterpart (reference section 2.2); B/op counts requested bytes, not Go's
  * size-class-rounded bytes. */
 #include <pthread.h>
@@ -63,14 +64,23 @@ static void b_fail(bench_t *b, const char *what, int rc)
 typedef void (*bench_fn)(bench_t *b, const void *arg);
 
 static int64_t benchtime_ns = 200000000;
+static int count = 1;
 static const char *filter;
 static int ncpu;
 static int failures;
+
+static void run_once(const char *name, bench_fn fn, const void *arg);
 
 static void run(const char *name, bench_fn fn, const void *arg)
 {
     if (filter && !strstr(name, filter))
         return;
+    for (int i = 0; i < count; i++)
+        run_once(name, fn, arg);
+}
+
+static void run_once(const char *name, bench_fn fn, const void *arg)
+{
     bench_t b;
     long n = 1;
     for (;;) {
@@ -267,11 +277,22 @@ static void signal_after(void *arg, int r)
     waiter_hit(arg);
 }
 
+/* Fails its first attempt: the engine's retry path (delay 1 ns, so the retry is due at once
+ * and goes straight back to the queue). */
+static int retry_once_task(vq_ctx_t *ctx, void *arg)
+{
+    if (vq_ctx_attempt(ctx) == 0)
+        return VQ_ERR_USER;
+    waiter_hit(arg);
+    return VQ_OK;
+}
+
 typedef struct e2e {
     unsigned workers;
     int producers; /* 0 = the benchmark thread submits */
     size_t min_capacity;
     bool after;
+    bool retry; /* every task fails once and is retried */
 } e2e_t;
 
 typedef struct prod {
@@ -307,6 +328,11 @@ static void bench_e2e(bench_t *b, const void *arg)
     vq_task_spec_t s = {.handler = c->after ? noop_task : signal_task, .arg = &w};
     if (c->after)
         s.after = signal_after;
+    if (c->retry) {
+        s.handler = retry_once_task;
+        s.retry.count = 1;
+        s.retry.delay_ns = 1;
+    }
     b_reset(b);
     for (long left = b->n; left > 0;) {
         long batch = left < 1024 ? left : 1024;
@@ -349,6 +375,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-benchtime=", 11) == 0)
             benchtime_ns = atol(argv[i] + 11) * 1000000LL;
+        else if (strncmp(argv[i], "-count=", 7) == 0)
+            count = atoi(argv[i] + 7) > 0 ? atoi(argv[i] + 7) : 1;
         else
             filter = argv[i];
     }
@@ -363,8 +391,8 @@ int main(int argc, char **argv)
 
     run("QueueTask", bench_submit, NULL);
 
-    static const e2e_t p1d = {4, 1, 0, false}, p1r = {4, 1, 1024, false};
-    static const e2e_t p4d = {4, 4, 0, false}, p4r = {4, 4, 1024, false};
+    static const e2e_t p1d = {4, 1, 0, false, false}, p1r = {4, 1, 1024, false, false};
+    static const e2e_t p4d = {4, 4, 0, false, false}, p4r = {4, 4, 1024, false, false};
     run("QueueBurstProducers/producers=1/default", bench_e2e, &p1d);
     run("QueueBurstProducers/producers=1/retain1024", bench_e2e, &p1r);
     run("QueueBurstProducers/producers=4/default", bench_e2e, &p4d);
@@ -376,11 +404,15 @@ int main(int argc, char **argv)
     run("HandleRetry/retries=3", bench_handle_retry, &r3);
     run("HandleRetry/retries=10", bench_handle_retry, &r10);
 
-    static const e2e_t w1 = {1, 0, 0, false}, w4 = {4, 0, 0, false}, w12 = {12, 0, 0, false};
+    static const e2e_t w1 = {1, 0, 0, false, false}, w4 = {4, 0, 0, false, false},
+                       w12 = {12, 0, 0, false, false};
     run("QueueEndToEnd/workers=1", bench_e2e, &w1);
     run("QueueEndToEnd/workers=4", bench_e2e, &w4);
     run("QueueEndToEnd/workers=12", bench_e2e, &w12);
-    static const e2e_t af = {4, 0, 0, true};
+    static const e2e_t af = {4, 0, 0, true, false};
     run("QueueAfterFnEndToEnd", bench_e2e, &af);
+    /* One op = a task that fails once and succeeds on its retry (two attempts). */
+    static const e2e_t rt = {4, 0, 0, false, true};
+    run("QueueRetryEndToEnd", bench_e2e, &rt);
     return failures ? 1 : 0;
 }

@@ -268,26 +268,30 @@ static void complete(vq_engine_t *e, vq_job_t *j, int r)
 /* ---- workers ----------------------------------------------------------------------- */
 
 /* Whether a failed attempt gets another one, and the delay before it (computed without the
- * lock; only the worker that ran the attempt touches the job until it reports). */
-static bool wants_retry(const vq_job_t *j, int r, vq_worker_t *w, int64_t *delay)
+ * lock, from the spec and the worker's own generator). */
+static bool wants_retry(const vq_retry_t *retry, unsigned attempt, int r, vq_worker_t *w,
+                        int64_t *delay)
 {
-    if (r == VQ_ERR_PANIC || j->attempt >= j->spec.retry.count)
+    if (r == VQ_ERR_PANIC || attempt >= retry->count)
         return false;
-    *delay = vq_retry_delay_(&j->spec.retry, j->attempt + 1, &w->rng);
+    *delay = vq_retry_delay_(retry, attempt + 1, &w->rng);
     return true;
 }
 
-/* Parks j for its retry delay: on the timer heap, or straight back in the ring when the delay
- * is already over. Returns false if there was no memory for either (j then ends with r). */
+/* Parks j for its retry delay on the timer heap, or straight back in the ring when the
+ * delay is already over. A delay reaching past the deadline is cut to it, where the task
+ * ends with VQ_ERR_TIMEOUT without running again. Returns false if there was no memory
+ * (j then ends with r). */
 static bool park_locked(vq_engine_t *e, vq_job_t *j, int r, int64_t ended, int64_t delay)
 {
     j->result = r;
     j->attempt++;
     j->u.delay = delay;
+    int64_t deadline = job_deadline(j);
     int64_t due = delay > INT64_MAX - ended ? INT64_MAX : ended + delay;
-    if (due > job_deadline(j))
-        due = job_deadline(j); /* then ends with VQ_ERR_TIMEOUT, at the deadline */
-    else if (due <= vq_now_ns()) {
+    if (due >= deadline)
+        return timer_push_locked(e, j, deadline);
+    if (due <= vq_now_ns()) {
         if (vq_ring_push(&e->ring, j) != VQ_OK)
             return false;
         atomic_store_explicit(&e->queued, e->ring.count, memory_order_relaxed);
@@ -298,13 +302,17 @@ static bool park_locked(vq_engine_t *e, vq_job_t *j, int r, int64_t ended, int64
 
 /* Runs attempts on w's slot: j's, then the next queued job's while there is one, which saves
  * a lock round trip per task under load. A failed attempt with retries left goes to the
- * timer heap and frees the slot for other work. Entered and left with e->mu held. Returns
- * false when the thread was orphaned by release and must exit at once. */
+ * timer heap and frees the slot for other work, unless its delay is over already (a few
+ * nanoseconds): then the slot runs the next attempt at once, without the lock, as a sleep
+ * in the slot would have. Entered and left with e->mu held. Returns false when the thread
+ * was orphaned by release and must exit at once. */
 static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
 {
     for (;;) {
-        if (!job_deadline_started(j))
-            job_start_deadline(j, vq_now_ns());
+        int64_t now = vq_now_ns();
+        bool started = job_deadline_started(j);
+        if (!started)
+            job_start_deadline(j, now);
         w->job = j;
         w->running = true;
         w->deadline = job_deadline(j);
@@ -312,22 +320,37 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
             e->disp_wake_at = INT64_MIN; /* signalled: it recomputes on waking */
             pthread_cond_signal(&e->disp_cv);
         }
+        /* Read under the lock: once the handler runs, a watchdog report may reuse j->u. */
+        unsigned attempt = j->attempt;
+        int64_t delay = j->u.delay;
         pthread_mutex_unlock(&e->mu);
 
-        if (j->u.delay)
-            vq_note_retry_(e->logger, &e->metrics, j->spec.retry.count - j->attempt, j->u.delay);
-        w->ctx = (vq_ctx_t){.deadline = w->deadline, .attempt = j->attempt, .engine = e};
-        int r = j->spec.handler(&w->ctx, j->spec.arg);
-        int64_t ended = vq_now_ns();
-        int64_t delay = 0;
+        int r = VQ_ERR_TIMEOUT;
+        int64_t ended = now;
         bool retry = false;
-        if (ended >= w->deadline) {
-            /* Whatever it says, an answer after the deadline is late: the task's result is
-             * the timeout, as if the caller had stopped waiting. */
-            atomic_fetch_add_explicit(&e->metrics.late, 1, memory_order_relaxed);
-            r = VQ_ERR_TIMEOUT;
-        } else if (r != VQ_OK) {
-            retry = wants_retry(j, r, w, &delay);
+        /* A retry that waited in the queue past the deadline does not run again. */
+        if (!started || now < w->deadline) {
+            for (;;) {
+                if (delay)
+                    vq_note_retry_(e->logger, &e->metrics, j->spec.retry.count - attempt, delay);
+                w->ctx = (vq_ctx_t){.deadline = w->deadline, .attempt = attempt, .engine = e};
+                r = j->spec.handler(&w->ctx, j->spec.arg);
+                ended = vq_now_ns();
+                if (ended >= w->deadline) {
+                    /* Whatever it says, an answer after the deadline is late: the task's
+                     * result is the timeout, as if the caller had stopped waiting. */
+                    atomic_fetch_add_explicit(&e->metrics.late, 1, memory_order_relaxed);
+                    r = VQ_ERR_TIMEOUT;
+                    break;
+                }
+                if (r == VQ_OK || !(retry = wants_retry(&j->spec.retry, attempt, r, w, &delay)))
+                    break;
+                now = vq_now_ns();
+                if (delay > now - ended || now >= w->deadline || vq_engine_stopping_(e))
+                    break;
+                attempt++; /* delay over already: next attempt here, no lock */
+                retry = false;
+            }
         }
 
         /* Whoever takes the lock first reports: here, or the watchdog at the deadline. */
@@ -346,6 +369,7 @@ static bool run_slot(vq_engine_t *e, vq_worker_t *w, vq_job_t *j)
             return true;
         }
         e->progress++;
+        j->attempt = attempt;
         /* A shutdown cancels the retry, not the outcome already known. */
         if (retry && !vq_engine_stopping_(e) && park_locked(e, j, r, ended, delay)) {
             if (e->busy <= e->workers && !e->after_head && pop_locked(e, &j))

@@ -672,6 +672,61 @@ static void test_delay_first_deadline_and_shutdown(void **state)
     job_destroy(&other);
 }
 
+/* A retry due while every slot is busy waits in the queue; if its deadline passes there, the
+ * task ends with VQ_ERR_TIMEOUT without running again (not as a late answer). A retry
+ * running in its slot (the old engine) never waited in the queue; the timer heap brings
+ * this case. */
+typedef struct expiring {
+    atomic_int attempts;
+    _Atomic int64_t deadline;
+    tcount_t started;
+} expiring_t;
+
+static int expiring_fail(vq_ctx_t *ctx, void *arg)
+{
+    expiring_t *x = arg;
+    atomic_store(&x->deadline, vq_ctx_deadline_ns(ctx));
+    atomic_fetch_add(&x->attempts, 1);
+    tc_add(&x->started, 1);
+    return VQ_ERR_USER;
+}
+
+static void test_retry_expired_in_queue_does_not_run(void **state)
+{
+    (void)state;
+    vq_engine_t *e = engine(1, vq_logger_discard());
+    static expiring_t x;
+    static job_t blocker;
+    memset(&x, 0, sizeof(x));
+    tc_init(&x.started);
+    job_init(&blocker, 0);
+    /* Retries every 1 ms (more than fit in its deadline) until the blocker takes the slot. */
+    vq_task_spec_t sx = {.handler = expiring_fail, .arg = &x, .timeout_ns = 100 * MS};
+    sx.retry = (vq_retry_t){.count = 1000, .delay_ns = 1 * MS};
+    assert_int_equal(vq_engine_submit(e, &sx), VQ_OK);
+    assert_true(tc_wait_ge(&x.started, 1, 5000));
+    vq_task_spec_t sb = {.handler = stubborn, .arg = &blocker, .after = record};
+    assert_int_equal(vq_engine_submit(e, &sb), VQ_OK);
+    assert_true(tc_wait_ge(&blocker.started, 1, 5000));
+    /* The only slot is held: wait out the first task's deadline (the condition is time). */
+    int attempts = atomic_load(&x.attempts);
+    for (int64_t end = test_now_ms() + 10000; vq_now_ns() <= atomic_load(&x.deadline);)
+        assert_true(test_now_ms() < end);
+    long returned = tc_get(&stubborn_returned);
+    tc_add(&blocker.gate, 1);
+    assert_true(tc_wait_ge(&stubborn_returned, returned + 1, 5000));
+    assert_true(tc_wait_ge(&blocker.done, 1, 5000));
+    const vq_metrics_t *m = vq_engine_metrics(e);
+    for (int64_t end = test_now_ms() + 5000; vq_metrics_failure(m) < 1 && test_now_ms() < end;)
+        sched_yield();
+    assert_int_equal(vq_metrics_failure(m), 1);           /* the expired task */
+    assert_int_equal(atomic_load(&x.attempts), attempts); /* none after the deadline */
+    assert_int_equal(vq_metrics_late(m), 0);
+    assert_int_equal(vq_engine_release(e), VQ_OK);
+    tc_destroy(&x.started);
+    job_destroy(&blocker);
+}
+
 int main(void)
 {
     tc_init(&stubborn_returned);
@@ -697,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_delay_first_on_engine),
         cmocka_unit_test(test_delay_first_inline),
         cmocka_unit_test(test_delay_first_deadline_and_shutdown),
+        cmocka_unit_test(test_retry_expired_in_queue_does_not_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
