@@ -489,9 +489,10 @@ int main(int argc, char **argv)
          .size = 100},
         /* varlog_append_to with every call's first attempt refused (UNAVAILABLE "not primary
          * replica": certainly not stored, so retried). A retried call costs the refused
-         * attempt, the first backoff (exactly append.retry.backoff.ms = 1 ms: the first retry
-         * has no jitter), a metadata lookup that waits lookup.batch.wait.ms (default 5 ms)
-         * for other retries to share its GetMetadata call, and the second attempt. */
+         * attempt, the first backoff (drawn from [0.5, 1) ms for append.retry.backoff.ms = 1,
+         * waited on the engine's timer queue), a metadata lookup that waits lookup.batch.wait.ms
+         * (default 5 ms) for other retries to share its GetMetadata call, and the second attempt.
+         */
         {.name = "AppendRetry/batch=1",
          .mode = M_APPEND_TO,
          .batch = 1,

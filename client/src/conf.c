@@ -73,8 +73,9 @@ static const conf_property_t props[] = {
              "Retries after a failed attempt of varlog_append or varlog_append_to. 0 means a "
              "single attempt."),
     INT_PROP("append.retry.backoff.ms", append_retry_backoff_ms, "10", 1, 60000, MS,
-             "Delay before the first retry; each further retry doubles it, with jitter, up to "
-             "append.retry.backoff.max.ms."),
+             "Base delay before the first retry; each further retry doubles it, up to "
+             "append.retry.backoff.max.ms. Each delay is drawn uniformly from [d/2, d) so that "
+             "calls that failed together do not retry together."),
     INT_PROP("append.retry.backoff.max.ms", append_retry_backoff_max_ms, "1000", 1, 600000, MS,
              "Cap of the retry delay. Must be at least append.retry.backoff.ms."),
     BOOL_PROP("append.retry.maybe.appended", append_retry_maybe_appended, "false",
