@@ -181,10 +181,13 @@ static void test_stalled_retry_handler_outlives_watchdog(void **state)
         varlog_server_fail_next(f.srv, CF_PATH_APPEND, GRPC_UNAVAILABLE, "not primary replica", 2),
         VARLOG_OK);
     varlog_record_t rec = cf_record("x");
-    varlog_err_t err = varlog_append(f.client, 1, &rec, 1, 300, NULL, NULL);
+    /* Long enough for the retry to reach its attempt on a slow run; the callback then holds
+     * the handler past this deadline and past the watchdog's. */
+    int64_t timeout = test_under_valgrind() ? 6000 : 1500;
+    varlog_err_t err = varlog_append(f.client, 1, &rec, 1, timeout, NULL, NULL);
     assert_int_equal(err, VARLOG_ERR_TIMED_OUT);
     assert_true(test_wait_until(cb_acting, NULL, cf_wait_bound_ms()));
-    assert_true(test_wait_until(abandoned_handlers, &f, cf_wait_bound_ms()));
+    assert_true(test_wait_until(abandoned_handlers, &f, cf_wait_bound_ms() * 2));
 
     pthread_t releaser;
     assert_int_equal(pthread_create(&releaser, NULL, release_later, NULL), 0);

@@ -148,7 +148,9 @@ static void test_open_closed_port(void **state)
     assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
     char *address = strdup(varlog_server_address(f.srv));
     assert_non_null(address);
-    varlog_conf_t *conf = cf_conf(&f, "open.timeout.ms", "300", NULL);
+    /* Long enough that a loaded machine still gets to ask before it runs out (with 300 ms a
+     * TSan run under load had no time to ask at all). */
+    varlog_conf_t *conf = cf_conf(&f, "open.timeout.ms", "2000", NULL);
     varlog_server_destroy(f.srv); /* nothing listens on the address any more */
     f.srv = NULL;
 
