@@ -69,7 +69,7 @@ typedef struct rpc_stream_opts {
     const ProtobufCMessageDescriptor *response; /* how received messages are decoded */
     /* Received messages buffered before the next receive is no longer armed (>= 1). */
     size_t recv_window;
-    int64_t timeout_ms; /* deadline of the whole call; < 0 = none */
+    int64_t timeout_ms;  /* deadline of the whole call; < 0 = none */
     bool wait_for_ready; /* wait for the connection instead of failing fast with UNAVAILABLE */
     /* Optional hook run on the I/O thread after a message or the end of the call becomes
      * available to rpc_stream_recv. It must not block and must not call rpc_stream_*
@@ -97,15 +97,10 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
 varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg);
 
 /* BIDI: as rpc_stream_send for a message already encoded as the concatenation of head and
- * body (both copied; either may be empty). Lets a caller encode a large, fixed part once
- * and vary a small header between attempts. Errors as rpc_stream_send. */
-varlog_err_t rpc_stream_send_encoded(rpc_stream_t *s, const void *head, size_t head_len,
-                                     const void *body, size_t body_len);
-
-/* BIDI: as rpc_stream_send_encoded, but body is a reference-counted slice (for example
- * from grpc_slice_malloc) that the message shares rather than copies: a body encoded once
- * can be sent by several calls. body stays the caller's (this call takes its own
- * reference); head is copied. Errors as rpc_stream_send. */
+ * body, where body is a reference-counted slice (for example from grpc_slice_malloc) that
+ * the message shares rather than copies: a large part encoded once can be sent by several
+ * calls, with a small head that varies between them. body stays the caller's (this call
+ * takes its own reference); head is copied. Errors as rpc_stream_send. */
 varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t head_len,
                                     grpc_slice body);
 

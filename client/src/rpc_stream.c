@@ -414,26 +414,6 @@ varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg)
     return send_buffer(s, bb);
 }
 
-varlog_err_t rpc_stream_send_encoded(rpc_stream_t *s, const void *head, size_t head_len,
-                                     const void *body, size_t body_len)
-{
-    if (!s || (!head && head_len) || (!body && body_len))
-        return VARLOG_ERR_INVALID_ARG;
-    pthread_mutex_lock(&s->mu);
-    varlog_err_t err = send_refusal_locked(s);
-    pthread_mutex_unlock(&s->mu);
-    if (err != VARLOG_OK)
-        return err;
-    grpc_slice slices[2] = {grpc_slice_from_copied_buffer(head, head_len),
-                            grpc_slice_from_copied_buffer(body, body_len)};
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(slices, 2);
-    grpc_slice_unref(slices[0]);
-    grpc_slice_unref(slices[1]);
-    if (!bb)
-        return VARLOG_ERR_NOMEM;
-    return send_buffer(s, bb);
-}
-
 varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t head_len,
                                     grpc_slice body)
 {

@@ -84,3 +84,17 @@ bool cf_call_count_above(void *arg)
     cf_count_wait_t *w = arg;
     return varlog_server_call_count(w->srv, w->method) > w->above;
 }
+
+varlog_client_stats_t cf_stats(varlog_client_t *client)
+{
+    varlog_client_stats_t s;
+    assert_int_equal(varlog_client_stats(client, &s), VARLOG_OK);
+    return s;
+}
+
+size_t cf_appendable(varlog_client_t *client, int32_t topic, int32_t *ids, size_t cap)
+{
+    size_t n = 0;
+    assert_int_equal(varlog_client_appendable_log_streams(client, topic, ids, cap, &n), VARLOG_OK);
+    return n;
+}

@@ -35,6 +35,12 @@ void cf_stop(client_fixture_t *f);
 /* One record from a string (without its NUL). */
 varlog_record_t cf_record(const char *s);
 
+/* The client's counters (fails the test if they cannot be read). */
+varlog_client_stats_t cf_stats(varlog_client_t *client);
+
+/* varlog_client_appendable_log_streams of topic: up to cap ids, returns the total count. */
+size_t cf_appendable(varlog_client_t *client, int32_t topic, int32_t *ids, size_t cap);
+
 /* Bound on waits for conditions that normally hold within milliseconds. */
 int64_t cf_wait_bound_ms(void);
 

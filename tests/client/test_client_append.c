@@ -16,21 +16,6 @@
 
 #define TIMEOUT 30000
 
-static varlog_client_stats_t stats(client_fixture_t *f)
-{
-    varlog_client_stats_t s;
-    assert_int_equal(varlog_client_stats(f->client, &s), VARLOG_OK);
-    return s;
-}
-
-static size_t appendable(client_fixture_t *f, int32_t topic, int32_t *ids, size_t cap)
-{
-    size_t n = 0;
-    assert_int_equal(varlog_client_appendable_log_streams(f->client, topic, ids, cap, &n),
-                     VARLOG_OK);
-    return n;
-}
-
 static void test_append_round_trip(void **state)
 {
     (void)state;
@@ -61,7 +46,7 @@ static void test_append_round_trip(void **state)
     assert_int_equal(metas[0].llsn, 1);
     /* metas and outcome are optional */
     assert_int_equal(varlog_append_to(f.client, 1, other, recs, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.appends_ok, 3);
     assert_int_equal(s.append_attempts, 3);
     assert_int_equal(s.append_retries, 0);
@@ -105,9 +90,9 @@ static void test_sealed_log_stream_goes_elsewhere(void **state)
         assert_int_equal(m.log_stream_id, 2);
     }
     int32_t ids[4];
-    assert_int_equal(appendable(&f, 1, ids, 4), 1);
+    assert_int_equal(cf_appendable(f.client, 1, ids, 4), 1);
     assert_int_equal(ids[0], 2);
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.denials, 1);
     assert_true(s.append_retries <= 1);
 
@@ -122,7 +107,7 @@ static void test_sealed_log_stream_goes_elsewhere(void **state)
     assert_int_equal(varlog_server_seal(f.srv, 1, 2), VARLOG_OK);
     assert_int_not_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, &outcome), VARLOG_OK);
     assert_int_equal(outcome, VARLOG_NOT_APPENDED);
-    assert_int_equal(appendable(&f, 1, ids, 4), 0);
+    assert_int_equal(cf_appendable(f.client, 1, ids, 4), 0);
     assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, &outcome),
                      VARLOG_ERR_NO_LOG_STREAM);
     cf_stop(&f);
@@ -142,7 +127,7 @@ static void test_retry_after_refusal(void **state)
     assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, TIMEOUT, &m, &outcome), VARLOG_OK);
     assert_int_equal(outcome, VARLOG_APPENDED);
     assert_int_equal(m.glsn, 1);
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.append_attempts, 3);
     assert_int_equal(s.append_retries, 2);
     assert_int_equal(s.lookups, 2);
@@ -164,7 +149,7 @@ static void test_retries_exhausted(void **state)
                      VARLOG_ERR_RPC_RESOURCE_EXHAUSTED);
     assert_int_equal(outcome, VARLOG_NOT_APPENDED);
     assert_non_null(strstr(varlog_last_error(), "byte limit"));
-    assert_int_equal(stats(&f).append_attempts, 3);
+    assert_int_equal(cf_stats(f.client).append_attempts, 3);
     assert_int_equal(varlog_server_request_count(f.srv, CF_PATH_APPEND), 3);
     cf_stop(&f);
 }
@@ -182,7 +167,7 @@ static void test_ambiguous_failure(void **state)
     assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, TIMEOUT, NULL, &outcome),
                      VARLOG_ERR_RPC_UNAVAILABLE);
     assert_int_equal(outcome, VARLOG_MAYBE_APPENDED);
-    assert_int_equal(stats(&f).append_retries, 0);
+    assert_int_equal(cf_stats(f.client).append_retries, 0);
     cf_stop(&f);
 
     cf_start(&f, 1, 1, "append.retry.backoff.ms", "1", "append.retry.maybe.appended", "true", NULL);
@@ -190,7 +175,7 @@ static void test_ambiguous_failure(void **state)
     varlog_entry_meta_t m;
     assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, TIMEOUT, &m, &outcome), VARLOG_OK);
     assert_int_equal(outcome, VARLOG_APPENDED);
-    assert_int_equal(stats(&f).append_retries, 1);
+    assert_int_equal(cf_stats(f.client).append_retries, 1);
     cf_stop(&f);
 }
 
@@ -215,9 +200,9 @@ static void test_deadline_respected(void **state)
                      VARLOG_ERR_TIMED_OUT);
     assert_int_equal(outcome, VARLOG_MAYBE_APPENDED);
     int32_t ids[2];
-    assert_int_equal(appendable(&f, 1, ids, 2), 2);
-    assert_int_equal(stats(&f).denials, 0);
-    assert_int_equal(stats(&f).append_retries, 0);
+    assert_int_equal(cf_appendable(f.client, 1, ids, 2), 2);
+    assert_int_equal(cf_stats(f.client).denials, 0);
+    assert_int_equal(cf_stats(f.client).append_retries, 0);
     cf_stop(&f);
 }
 
@@ -246,7 +231,7 @@ static void test_deny_expires(void **state)
                      VARLOG_OK);
     varlog_record_t rec = cf_record("x");
     assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
-    assert_int_equal(stats(&f).denials, 1);
+    assert_int_equal(cf_stats(f.client).denials, 1);
     struct appendable_wait w = {.f = &f, .want = 2};
     assert_true(test_wait_until(appendable_count_is, &w, cf_wait_bound_ms()));
     bool used[3] = {false, false, false};
@@ -262,7 +247,7 @@ static void test_deny_expires(void **state)
     assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
     for (int i = 0; i < 4; i++)
         assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
-    assert_int_equal(stats(&f).denials, 0);
+    assert_int_equal(cf_stats(f.client).denials, 0);
     /* Not denied, but left out all the same once the retry's lookup showed it sealed. */
     w.want = 1;
     assert_true(appendable_count_is(&w));
@@ -294,7 +279,7 @@ static void test_deadline_bounds_retries(void **state)
         assert_int_not_equal(outcome, VARLOG_APPENDED);
     else
         fail_msg("%s: %s", varlog_err_name(err), varlog_last_error());
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_true(s.append_retries >= 1);
     assert_true(s.append_retries < 100);
     assert_int_equal(varlog_server_stored_bytes(f.srv), 0);
@@ -339,7 +324,7 @@ static void test_concurrent_failures_share_lookups(void **state)
         assert_int_equal(w[i].outcome, VARLOG_NOT_APPENDED);
     }
     uint64_t lookups_rpc = varlog_server_call_count(f.srv, CF_PATH_METADATA) - before;
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.lookups, N);
     assert_true(lookups_rpc >= 1);
     assert_true(lookups_rpc <= N / BATCH);

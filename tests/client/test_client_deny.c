@@ -15,21 +15,6 @@
 
 #define TIMEOUT 30000
 
-static varlog_client_stats_t stats(client_fixture_t *f)
-{
-    varlog_client_stats_t s;
-    assert_int_equal(varlog_client_stats(f->client, &s), VARLOG_OK);
-    return s;
-}
-
-static size_t appendable(client_fixture_t *f, int32_t topic, int32_t *ids, size_t cap)
-{
-    size_t n = 0;
-    assert_int_equal(varlog_client_appendable_log_streams(f->client, topic, ids, cap, &n),
-                     VARLOG_OK);
-    return n;
-}
-
 /* A short outage of the storage node denies every log stream of the topic for
  * append.deny.ttl.ms (10 minutes by default). With the node back, varlog_append must work
  * at once: it tries the log stream whose denial ends first, and its success ends the
@@ -45,7 +30,7 @@ static void test_outage_does_not_block_the_topic(void **state)
     assert_int_equal(varlog_server_stop(f.srv), VARLOG_OK);
     varlog_outcome_t outcome;
     assert_int_not_equal(varlog_append(f.client, 1, &rec, 1, 2000, NULL, &outcome), VARLOG_OK);
-    assert_int_equal(appendable(&f, 1, NULL, 0), 0); /* both denied */
+    assert_int_equal(cf_appendable(f.client, 1, NULL, 0), 0); /* both denied */
     assert_int_equal(varlog_server_restart(f.srv), VARLOG_OK);
 
     varlog_entry_meta_t m;
@@ -53,7 +38,7 @@ static void test_outage_does_not_block_the_topic(void **state)
     assert_int_equal(outcome, VARLOG_APPENDED);
     /* The success ended that log stream's denial. */
     int32_t ids[2];
-    assert_int_equal(appendable(&f, 1, ids, 2), 1);
+    assert_int_equal(cf_appendable(f.client, 1, ids, 2), 1);
     assert_int_equal(ids[0], m.log_stream_id);
     cf_stop(&f);
 }
@@ -74,7 +59,7 @@ static void test_topic_without_log_streams(void **state)
                      VARLOG_ERR_NO_LOG_STREAM);
     assert_int_equal(outcome, VARLOG_NOT_APPENDED);
     assert_non_null(strstr(varlog_last_error(), "no log streams"));
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.lookups, 0);
     assert_int_equal(s.append_retries, 0);
     cf_stop(&f);
@@ -91,7 +76,7 @@ static void test_sealed_left_out(void **state)
     assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, TIMEOUT), VARLOG_OK);
     int32_t ids[2];
-    assert_int_equal(appendable(&f, 1, ids, 2), 1);
+    assert_int_equal(cf_appendable(f.client, 1, ids, 2), 1);
     assert_int_equal(ids[0], 2);
     varlog_record_t rec = cf_record("x");
     for (int i = 0; i < 6; i++) {
@@ -99,7 +84,7 @@ static void test_sealed_left_out(void **state)
         assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, &m, NULL), VARLOG_OK);
         assert_int_equal(m.log_stream_id, 2);
     }
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.append_attempts, 6);
     assert_int_equal(s.denials, 0);
 
@@ -108,7 +93,7 @@ static void test_sealed_left_out(void **state)
     assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, NULL, NULL),
                      VARLOG_ERR_NO_LOG_STREAM);
     assert_non_null(strstr(varlog_last_error(), "sealed"));
-    assert_int_equal(stats(&f).append_retries, 0);
+    assert_int_equal(cf_stats(f.client).append_retries, 0);
     cf_stop(&f);
 }
 
@@ -125,13 +110,13 @@ static void test_unseal_in_fresh_metadata_ends_denial(void **state)
     varlog_entry_meta_t m;
     assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, &m, NULL), VARLOG_OK);
     assert_int_equal(m.log_stream_id, 2);
-    assert_int_equal(stats(&f).denials, 1);
-    assert_int_equal(appendable(&f, 1, NULL, 0), 1);
+    assert_int_equal(cf_stats(f.client).denials, 1);
+    assert_int_equal(cf_appendable(f.client, 1, NULL, 0), 1);
 
     assert_int_equal(varlog_server_unseal(f.srv, 1, 1), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, TIMEOUT), VARLOG_OK);
     int32_t ids[2];
-    assert_int_equal(appendable(&f, 1, ids, 2), 2);
+    assert_int_equal(cf_appendable(f.client, 1, ids, 2), 2);
     bool used[3] = {false, false, false};
     for (int i = 0; i < 4; i++) {
         assert_int_equal(varlog_append(f.client, 1, &rec, 1, TIMEOUT, &m, NULL), VARLOG_OK);
@@ -152,9 +137,9 @@ static void test_append_to_success_ends_denial(void **state)
     varlog_record_t rec = cf_record("x");
     assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, TIMEOUT, NULL, NULL),
                      VARLOG_ERR_RPC_UNAVAILABLE);
-    assert_int_equal(appendable(&f, 1, NULL, 0), 1);
+    assert_int_equal(cf_appendable(f.client, 1, NULL, 0), 1);
     assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
-    assert_int_equal(appendable(&f, 1, NULL, 0), 2);
+    assert_int_equal(cf_appendable(f.client, 1, NULL, 0), 2);
     cf_stop(&f);
 }
 

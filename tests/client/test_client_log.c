@@ -16,13 +16,6 @@
 #include "client_fixture.h"
 #include "test_support.h"
 
-static varlog_client_stats_t stats(varlog_client_t *c)
-{
-    varlog_client_stats_t s;
-    assert_int_equal(varlog_client_stats(c, &s), VARLOG_OK);
-    return s;
-}
-
 /* ---- recording callback
  * -------------------------------------------------------------------------- */
 
@@ -250,7 +243,7 @@ static void test_log_quiet_at_err(void **state)
     int32_t topic = 0;
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, -1), VARLOG_OK);
-    assert_int_equal(stats(f.client).metadata_updates, 2);
+    assert_int_equal(cf_stats(f.client).metadata_updates, 2);
     close_logged(&f, r);
     if (rec_count(r) != 0) {
         rec_dump(r);

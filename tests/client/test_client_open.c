@@ -18,13 +18,6 @@
 #include "client_fixture.h"
 #include "test_support.h"
 
-static varlog_client_stats_t stats(varlog_client_t *c)
-{
-    varlog_client_stats_t s;
-    assert_int_equal(varlog_client_stats(c, &s), VARLOG_OK);
-    return s;
-}
-
 /* The ids of one list call, checked to be complete (cap large enough). */
 static size_t list_topics(varlog_client_t *c, int32_t *ids, size_t cap)
 {
@@ -129,7 +122,7 @@ static void test_open_discovers_layout(void **state)
                      VARLOG_ERR_UNKNOWN_TOPIC);
 
     /* one discovery, one GetMetadata, one view */
-    varlog_client_stats_t s = stats(f.client);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.metadata_fetches, 1);
     assert_int_equal(s.metadata_updates, 1);
     assert_int_equal(varlog_server_call_count(f.srv, CF_PATH_METADATA), 1);
@@ -284,7 +277,7 @@ static void test_refresh_on_demand(void **state)
     client_fixture_t f;
     cf_start(&f, 2, 2, NULL);
     uint64_t index0 = varlog_client_applied_index(f.client);
-    varlog_client_stats_t s0 = stats(f.client);
+    varlog_client_stats_t s0 = cf_stats(f.client);
 
     int32_t topic = 0, ls = 0;
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
@@ -310,13 +303,13 @@ static void test_refresh_on_demand(void **state)
     uint64_t index1 = varlog_client_applied_index(f.client);
     assert_true(index1 > index0);
     assert_int_equal(index1, varlog_server_applied_index(f.srv));
-    varlog_client_stats_t s1 = stats(f.client);
+    varlog_client_stats_t s1 = cf_stats(f.client);
     assert_int_equal(s1.metadata_updates, s0.metadata_updates + 1);
     assert_int_equal(s1.metadata_fetches, s0.metadata_fetches + 1);
 
     /* an unchanged cluster: fetched, not an update */
     assert_int_equal(varlog_client_refresh(f.client, -1), VARLOG_OK);
-    varlog_client_stats_t s2 = stats(f.client);
+    varlog_client_stats_t s2 = cf_stats(f.client);
     assert_int_equal(s2.metadata_updates, s1.metadata_updates);
     assert_int_equal(s2.metadata_fetches, s1.metadata_fetches + 1);
     assert_int_equal(varlog_client_applied_index(f.client), index1);
@@ -414,7 +407,7 @@ static void test_refresh_periodic(void **state)
     assert_true(test_wait_until(log_stream_visible, &w, cf_wait_bound_ms()));
     assert_true(test_wait_until(log_stream_appendable, &w, cf_wait_bound_ms()));
     assert_true(varlog_client_applied_index(f.client) >= 2);
-    assert_true(stats(f.client).metadata_updates >= 2);
+    assert_true(cf_stats(f.client).metadata_updates >= 2);
     cf_stop(&f);
 }
 

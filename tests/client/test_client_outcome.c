@@ -111,13 +111,6 @@ static bool destroys_reached(void *arg)
     return ok;
 }
 
-static varlog_client_stats_t stats(client_fixture_t *f)
-{
-    varlog_client_stats_t s;
-    assert_int_equal(varlog_client_stats(f->client, &s), VARLOG_OK);
-    return s;
-}
-
 /* ---- tests -------------------------------------------------------------------------------- */
 
 /* A retry whose stream open is delayed past the caller's deadline: the caller must not be
@@ -184,7 +177,7 @@ static void test_failed_send_classified_by_final_status(void **state)
     pthread_mutex_unlock(&w.mu);
     assert_int_equal(err, VARLOG_ERR_RPC_INVALID_ARGUMENT);
     assert_int_equal(outcome, VARLOG_NOT_APPENDED);
-    varlog_client_stats_t s = stats(&f);
+    varlog_client_stats_t s = cf_stats(f.client);
     assert_int_equal(s.append_attempts, 1);
     assert_int_equal(s.denials, 0);
     assert_int_equal(varlog_server_stored_bytes(f.srv), 0);
@@ -209,7 +202,7 @@ static void test_success_after_retry_keeps_last_error(void **state)
         varlog_server_fail_next(f.srv, CF_PATH_APPEND, GRPC_UNAVAILABLE, "not primary replica", 1),
         VARLOG_OK);
     assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, TIMEOUT, NULL, NULL), VARLOG_OK);
-    assert_int_equal(stats(&f).append_attempts, 2);
+    assert_int_equal(cf_stats(f.client).append_attempts, 2);
     assert_string_equal(varlog_last_error(), before);
     cf_stop(&f);
 }
@@ -252,7 +245,7 @@ static void test_attempt_bound_with_no_deadline(void **state)
     assert_int_equal(err, VARLOG_ERR_RPC_DEADLINE_EXCEEDED);
     assert_int_equal(outcome, VARLOG_MAYBE_APPENDED);
     assert_non_null(strstr(varlog_last_error(), "append.attempt.timeout.ms"));
-    assert_int_equal(stats(&f).denials, 1);
+    assert_int_equal(cf_stats(f.client).denials, 1);
     assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 0), VARLOG_OK);
     cf_stop(&f);
 }
