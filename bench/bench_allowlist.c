@@ -2,31 +2,22 @@
  * allow list: 100 topics x 100 log streams, deny TTL 1 s, picks cycling over the topics.
  * Also the same with every other log stream denied, and with 4 threads picking at once.
  *
- *   bench_allowlist [-benchtime=MS] [FILTER]
+ *   bench_allowlist [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
  *
- * Prints Go benchmark lines (ns/op, B/op, allocs/op; allocations counted by alloc_count.c). */
+ * Prints Go benchmark lines (ns/op, B/op, allocs/op). A round of b.N picks includes starting
+ * and joining the threads, as Go's RunParallel does. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "alloc_count.h"
 #include "allowlist.h"
+#include "harness.h"
 #include "metadata.h"
 
 #define TOPICS 100
 #define LOG_STREAMS 100
 #define THREADS 4
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* A metadata view of TOPICS topics with LOG_STREAMS log streams each (ids 1.. across them). */
 static md_view_t *make_view(void)
@@ -62,7 +53,7 @@ typedef struct job {
 static void *pick_loop(void *arg)
 {
     job_t *j = arg;
-    int64_t now_ms = now_ns() / 1000000;
+    int64_t now_ms = bench_now_ns() / 1000000;
     for (long i = 0; i < j->n; i++) {
         int32_t ls;
         if (allowlist_pick(j->al, (int32_t)((i + j->offset) % TOPICS) + 1, now_ms, &ls, NULL,
@@ -72,83 +63,89 @@ static void *pick_loop(void *arg)
     return NULL;
 }
 
-/* Runs n picks on `threads` threads; returns the elapsed ns, or -1 on a failed pick. */
-static int64_t round_of(allowlist_t *al, long n, int threads)
+typedef struct pick_case {
+    bool deny_half; /* every other log stream of every topic denied */
+    int threads;
+} pick_case_t;
+
+typedef struct pick_env {
+    allowlist_t al;
+    md_view_t *v;
+} pick_env_t;
+
+static void *pick_setup(const void *arg)
 {
+    const pick_case_t *c = arg;
+    pick_env_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    allowlist_init(&e->al);
+    e->v = make_view();
+    allowlist_renew(&e->al, e->v);
+    if (c->deny_half) {
+        int64_t until = bench_now_ns() / 1000000 + 3600 * 1000;
+        for (int t = 0; t < TOPICS; t++)
+            for (int l = 0; l < LOG_STREAMS; l += 2)
+                allowlist_deny(&e->al, t + 1, e->v->topics[t].log_stream_ids[l], until);
+    }
+    return e;
+}
+
+static void pick_teardown(void *ctx)
+{
+    pick_env_t *e = ctx;
+    allowlist_destroy(&e->al);
+    free_view(e->v);
+    free(e);
+}
+
+/* b->n picks shared out over the case's threads. */
+static void bench_pick(bench_b_t *b)
+{
+    const pick_case_t *c = b->arg;
+    pick_env_t *e = b->ctx;
     job_t jobs[THREADS];
     pthread_t th[THREADS];
-    int64_t t0 = now_ns();
-    for (int k = 0; k < threads; k++) {
-        jobs[k] = (job_t){.al = al, .n = n / threads, .offset = k * 7};
-        if (threads == 1)
+    for (int k = 0; k < c->threads; k++) {
+        jobs[k] = (job_t){
+            .al = &e->al, .n = b->n / c->threads + (k < b->n % c->threads), .offset = k * 7};
+        if (c->threads == 1)
             pick_loop(&jobs[k]);
         else
             pthread_create(&th[k], NULL, pick_loop, &jobs[k]);
     }
     long failures = 0;
-    for (int k = 0; k < threads; k++) {
-        if (threads > 1)
+    for (int k = 0; k < c->threads; k++) {
+        if (c->threads > 1)
             pthread_join(th[k], NULL);
         failures += jobs[k].failures;
     }
-    int64_t elapsed = now_ns() - t0;
-    return failures ? -1 : elapsed;
+    if (failures)
+        b_failf(b, "%ld of %ld picks failed", failures, b->n);
 }
 
-static int64_t benchtime_ns = 1000000000;
+static const pick_case_t one = {false, 1}, half = {true, 1}, four = {false, THREADS};
 
-static void run(const char *name, const char *filter, bool deny_half, int threads)
-{
-    if (filter && !strstr(name, filter))
-        return;
-    allowlist_t al;
-    allowlist_init(&al);
-    md_view_t *v = make_view();
-    allowlist_renew(&al, v);
-    if (deny_half) {
-        int64_t until = now_ns() / 1000000 + 3600 * 1000;
-        for (int t = 0; t < TOPICS; t++)
-            for (int l = 0; l < LOG_STREAMS; l += 2)
-                allowlist_deny(&al, t + 1, v->topics[t].log_stream_ids[l], until);
-    }
-    long n = threads;
-    int64_t elapsed = 0;
-    uint64_t allocs = 0, bytes = 0;
-    for (;;) {
-        uint64_t a0 = alloc_count_allocs(), b0 = alloc_count_bytes();
-        elapsed = round_of(&al, n, threads);
-        allocs = alloc_count_allocs() - a0;
-        bytes = alloc_count_bytes() - b0;
-        if (elapsed < 0) {
-            printf("--- FAIL: %s: a pick failed\n", name);
-            break;
-        }
-        if (elapsed >= benchtime_ns || n >= 2000000000L)
-            break;
-        double per = (double)elapsed / (double)n;
-        long next = per > 0 ? (long)(1.2 * (double)benchtime_ns / per) : n * 100;
-        n = next > n * 100 ? n * 100 : (next <= n ? n + 1 : next);
-    }
-    if (elapsed >= 0)
-        printf("%s-%ld\t%10ld\t%10.2f ns/op\t%8llu B/op\t%6llu allocs/op\n", name,
-               sysconf(_SC_NPROCESSORS_ONLN), n, (double)elapsed / (double)n,
-               (unsigned long long)(bytes / (uint64_t)n),
-               (unsigned long long)(allocs / (uint64_t)n));
-    allowlist_destroy(&al);
-    free_view(v);
-}
+static const bench_t benches[] = {
+    {.name = "AllowlistPick",
+     .fn = bench_pick,
+     .arg = &one,
+     .setup = pick_setup,
+     .teardown = pick_teardown},
+    {.name = "AllowlistPick/halfDenied",
+     .fn = bench_pick,
+     .arg = &half,
+     .setup = pick_setup,
+     .teardown = pick_teardown},
+    {.name = "AllowlistPick/threads=4",
+     .fn = bench_pick,
+     .arg = &four,
+     .setup = pick_setup,
+     .teardown = pick_teardown},
+};
 
 int main(int argc, char **argv)
 {
-    const char *filter = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-benchtime=", 11) == 0)
-            benchtime_ns = atol(argv[i] + 11) * 1000000LL;
-        else
-            filter = argv[i];
-    }
-    run("BenchmarkAllowlistPick", filter, false, 1);
-    run("BenchmarkAllowlistPick/halfDenied", filter, true, 1);
-    run("BenchmarkAllowlistPick/threads=4", filter, false, THREADS);
-    return 0;
+    static const bench_opts_t o = {.benchtime_ns = 1000000000};
+    return bench_main(argc, argv, &o, benches, sizeof(benches) / sizeof(benches[0]));
 }

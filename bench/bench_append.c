@@ -1,22 +1,21 @@
 /* bench_append: the synchronous append path (varlog_append_to, varlog_append) against the
  * embedded server in the same process, printed as Go benchmark lines.
  *
- *   bench_append [-benchtime=MS|Ns|Nms|Nx] [-count=N] [FILTER]
+ *   bench_append [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
  *
- * (-benchtime and -count also take their value as the next argument.) Each benchmark gets a
- * fresh server (1 topic, 2 log streams) and a fresh client, so that deny lists, stored
- * records and fault settings never carry over; opening them, and a warm-up of about 100 ms
- * on the same client, are not measured. Then, as Go's testing package does, rounds of b.N
- * calls run until one takes at least -benchtime (default 1 s); that round is reported. With
- * -benchtime=Nx one round of exactly N calls runs after the warm-up. -count=N repeats every
- * benchmark N times in a row (for medians, e.g. with benchstat). FILTER keeps the benchmarks
- * whose full name ("BenchmarkAppendTo/batch=1/size=100") contains it.
+ * Each benchmark (and each -count repetition) gets a fresh server (1 topic, 2 log streams)
+ * and a fresh client, so that deny lists, stored records and fault settings never carry
+ * over; opening them, and a warm-up of about 100 ms on the same client, are not measured.
+ * Then, as Go's testing package does, rounds of b.N calls run until one takes at least
+ * -benchtime (default 1 s); that round is reported. With -benchtime=Nx one round of exactly
+ * N calls runs after the warm-up. FILTER keeps the benchmarks whose full name
+ * ("BenchmarkAppendTo/batch=1/size=100") contains it.
  *
  * Line format: name-GOMAXPROCS, iterations, ns/op, MB/s (payload bytes of one call, as Go's
  * b.SetBytes), B/op, allocs/op, and a trailing records/s metric (records stored per second:
  * batch x calls / elapsed). An op is one append call, whatever its batch.
  *
- * Allocations: malloc/calloc/realloc are wrapped at link time (-Wl,--wrap, as bench_pool)
+ * Allocations: malloc/calloc/realloc are wrapped at link time (-Wl,--wrap, alloc_count.c)
  * and counted process-wide while the clock runs, so B/op and allocs/op include the
  * embedded server (the request handler, the in-memory store's copy of every record) and
  * every client thread, because they share this process. The wrap only rewrites references
@@ -39,9 +38,7 @@
 #include "varlog/client.h"
 #include "varlog/conf.h"
 #include "varlog/server.h"
-#include "alloc_count.h"
-
-/* ---- a small testing.B ------------------------------------------------------------- */
+#include "harness.h"
 
 #define APPEND_TIMEOUT_MS 30000
 #define MAX_BATCH 16
@@ -49,56 +46,10 @@
 #define MAX_THREADS 16
 #define FAULT_METHOD "/varlog.snpb.LogIO/Append"
 
-static int64_t now_ns(void)
+static void append_fail(bench_b_t *b, const char *what, varlog_err_t rc, const char *text)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-typedef struct bench {
-    long n;
-    int64_t start, elapsed;
-    uint64_t allocs0, bytes0, allocs, bytes;
-    bool running;
-    bool failed;
-} bench_t;
-
-static void b_start(bench_t *b)
-{
-    if (b->running)
-        return;
-    b->allocs0 = alloc_count_allocs();
-    b->bytes0 = alloc_count_bytes();
-    b->start = now_ns();
-    b->running = true;
-}
-
-static void b_stop(bench_t *b)
-{
-    if (!b->running)
-        return;
-    b->elapsed += now_ns() - b->start;
-    b->allocs += alloc_count_allocs() - b->allocs0;
-    b->bytes += alloc_count_bytes() - b->bytes0;
-    b->running = false;
-}
-
-/* Setup done: restart the clock and the counters. */
-static void b_reset(bench_t *b)
-{
-    b->running = false;
-    b->elapsed = 0;
-    b->allocs = b->bytes = 0;
-    b_start(b);
-}
-
-static void b_fail(bench_t *b, const char *what, varlog_err_t rc, const char *text)
-{
-    if (!b->failed)
-        fprintf(stderr, "FAIL: %s: %s (%s)%s%s\n", what, varlog_err_name(rc), varlog_err_str(rc),
-                text && text[0] ? ": " : "", text ? text : "");
-    b->failed = true;
+    b_failf(b, "%s: %s (%s)%s%s", what, varlog_err_name(rc), varlog_err_str(rc),
+            text && text[0] ? ": " : "", text ? text : "");
 }
 
 /* ---- benchmark cases ----------------------------------------------------------------- */
@@ -124,7 +75,6 @@ static uint8_t payload[MAX_SIZE];
 
 static int env_open(env_t *e, const bcase_t *c)
 {
-    memset(e, 0, sizeof(*e));
     varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 2, .max_bytes = 8ULL << 30};
     varlog_err_t rc = varlog_server_start(&o, &e->srv);
     if (rc != VARLOG_OK) {
@@ -169,11 +119,23 @@ fail:
     return -1;
 }
 
-static void env_close(env_t *e)
+/* The benchmark's setup: a fresh server and client per -count repetition. */
+static void *env_setup(const void *arg)
 {
+    env_t *e = calloc(1, sizeof(*e));
+    if (e && env_open(e, arg) != 0) {
+        free(e);
+        e = NULL;
+    }
+    return e;
+}
+
+static void env_teardown(void *ctx)
+{
+    env_t *e = ctx;
     varlog_client_destroy(e->client);
     varlog_server_destroy(e->srv);
-    memset(e, 0, sizeof(*e));
+    free(e);
 }
 
 static void make_records(const bcase_t *c, varlog_record_t *recs)
@@ -220,41 +182,44 @@ static void *worker_main(void *arg)
 }
 
 /* One round of b->n calls. */
-static void bench_round(bench_t *b, env_t *e, const bcase_t *c)
+static void bench_round(bench_b_t *b)
 {
+    const bcase_t *c = b->arg;
+    env_t *e = b->ctx;
     varlog_client_stats_t s0, s1;
     varlog_client_stats(e->client, &s0);
     varlog_record_t recs[MAX_BATCH];
     varlog_entry_meta_t metas[MAX_BATCH];
     make_records(c, recs);
-    b_reset(b);
+    b_reset_timer(b);
     if (c->threads == 0) {
         for (long i = 0; i < b->n; i++) {
             if (c->refuse_first) {
                 /* Arm one refusal per call: fail_next counts Append requests, so arming
                  * b->n of them at once would refuse the retries as well. Arming copies the
                  * message (a malloc), so the clock and the counters pause around it. */
-                b_stop(b);
+                b_stop_timer(b);
                 varlog_err_t frc =
                     varlog_server_fail_next(e->srv, FAULT_METHOD, 14, "not primary replica", 1);
-                b_start(b);
+                b_start_timer(b);
                 if (frc != VARLOG_OK)
-                    return b_fail(b, "varlog_server_fail_next", frc, varlog_last_error());
+                    return append_fail(b, "varlog_server_fail_next", frc, varlog_last_error());
             }
             varlog_err_t rc = one_call(e, c, recs, metas);
             if (rc != VARLOG_OK)
-                return b_fail(b, "append", rc, varlog_last_error());
+                return append_fail(b, "append", rc, varlog_last_error());
         }
     } else {
         pthread_t th[MAX_THREADS];
         worker_t w[MAX_THREADS];
         atomic_long next = 0;
         int started = 0;
+        bool create_failed = false;
         for (int k = 0; k < c->threads; k++) {
             w[k] = (worker_t){.e = e, .c = c, .next = &next, .n = b->n, .rc = VARLOG_OK};
             if (pthread_create(&th[k], NULL, worker_main, &w[k]) != 0) {
                 atomic_store(&next, b->n);
-                b_fail(b, "pthread_create", VARLOG_ERR_INTERNAL, NULL);
+                create_failed = true;
                 break;
             }
             started++;
@@ -263,218 +228,28 @@ static void bench_round(bench_t *b, env_t *e, const bcase_t *c)
             pthread_join(th[k], NULL);
         for (int k = 0; k < started; k++) {
             if (w[k].rc != VARLOG_OK)
-                return b_fail(b, "append", w[k].rc, w[k].text);
+                return append_fail(b, "append", w[k].rc, w[k].text);
         }
-        if (b->failed)
-            return;
+        if (create_failed)
+            return append_fail(b, "pthread_create", VARLOG_ERR_INTERNAL, NULL);
     }
-    b_stop(b);
+    b_stop_timer(b);
     varlog_client_stats(e->client, &s1);
     uint64_t ok = s1.appends_ok - s0.appends_ok, retries = s1.append_retries - s0.append_retries;
     if (ok != (uint64_t)b->n)
-        return b_fail(b, "appends_ok differs from b.N", VARLOG_ERR_INTERNAL, NULL);
+        return append_fail(b, "appends_ok differs from b.N", VARLOG_ERR_INTERNAL, NULL);
     if (retries != (c->refuse_first ? (uint64_t)b->n : 0)) {
         char t[96];
         snprintf(t, sizeof(t), "%llu retries in %ld calls", (unsigned long long)retries, b->n);
-        return b_fail(b, "unexpected retry count", VARLOG_ERR_INTERNAL, t);
+        return append_fail(b, "unexpected retry count", VARLOG_ERR_INTERNAL, t);
     }
-}
-
-/* ---- runner ------------------------------------------------------------------------- */
-
-static int64_t benchtime_ns = 1000000000LL;
-static long benchtime_x; /* > 0: a fixed b.N */
-static int count = 1;
-static const char *filter;
-static int ncpu;
-static int failures;
-static bool header_done;
-
-/* As Go's testing.B.launch: aim 20 % past the target, grow at most 100x per round. */
-static long predict_n(long last, int64_t elapsed, int64_t goal)
-{
-    double per = elapsed > 0 ? (double)elapsed / (double)last : 1.0;
-    double want = 1.2 * (double)goal / per;
-    long next = want > 1e9 ? 1000000000L : (long)want;
-    if (next > 100 * last)
-        next = 100 * last;
-    if (next <= last)
-        next = last + 1;
-    return next;
-}
-
-/* Rounds of growing b.N until one lasts at least goal_ns. Returns the last round. */
-static bench_t run_until(env_t *e, const bcase_t *c, long n, int64_t goal_ns)
-{
-    bench_t b;
-    for (;;) {
-        memset(&b, 0, sizeof(b));
-        b.n = n;
-        bench_round(&b, e, c);
-        b_stop(&b);
-        if (b.failed || b.elapsed >= goal_ns || n >= 1000000000L)
-            return b;
-        n = predict_n(n, b.elapsed, goal_ns);
-    }
-}
-
-/* Go's prettyPrint: the number of decimals shrinks as the value grows. */
-static void pretty(double x, const char *unit)
-{
-    double y = x < 0 ? -x : x;
-    if (y == 0 || y >= 999.95)
-        printf("\t%10.0f %s", x, unit);
-    else if (y >= 99.995)
-        printf("\t%12.1f %s", x, unit);
-    else if (y >= 9.9995)
-        printf("\t%13.2f %s", x, unit);
-    else if (y >= 0.99995)
-        printf("\t%14.3f %s", x, unit);
-    else
-        printf("\t%15.4f %s", x, unit);
-}
-
-static void print_header(void)
-{
-    if (header_done)
-        return;
-    header_done = true;
-    char cpu[256] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        char line[512];
-        while (fgets(line, sizeof(line), f)) {
-            if (strncmp(line, "model name", 10) == 0) {
-                const char *v = strchr(line, ':');
-                if (v) {
-                    v++;
-                    while (*v == ' ' || *v == '\t')
-                        v++;
-                    snprintf(cpu, sizeof(cpu), "%s", v);
-                    cpu[strcspn(cpu, "\n")] = '\0';
-                }
-                break;
-            }
-        }
-        fclose(f);
-    }
-    printf("goos: linux\n");
-#if defined(__x86_64__)
-    printf("goarch: amd64\n");
-#elif defined(__aarch64__)
-    printf("goarch: arm64\n");
-#endif
-    printf("pkg: libvarlog/bench\n");
-    if (cpu[0])
-        printf("cpu: %s\n", cpu);
-}
-
-static void run(const bcase_t *c)
-{
-    char full[160];
-    snprintf(full, sizeof(full), "Benchmark%s", c->name);
-    if (filter && !strstr(full, filter))
-        return;
-    print_header();
-    for (int rep = 0; rep < count; rep++) {
-        env_t e;
-        if (env_open(&e, c) != 0) {
-            printf("--- FAIL: %s\n", full);
-            failures++;
-            continue;
-        }
-        /* Warm-up (connections, allocator, branch predictors): about 100 ms, unreported. */
-        int64_t warm = benchtime_ns < 100000000LL ? benchtime_ns : 100000000LL;
-        bench_t b = run_until(&e, c, 1, warm);
-        if (!b.failed) {
-            if (benchtime_x > 0) {
-                memset(&b, 0, sizeof(b));
-                b.n = benchtime_x;
-                bench_round(&b, &e, c);
-                b_stop(&b);
-            } else {
-                b = run_until(&e, c, predict_n(b.n, b.elapsed, benchtime_ns), benchtime_ns);
-            }
-        }
-        env_close(&e);
-        if (b.failed) {
-            printf("--- FAIL: %s\n", full);
-            failures++;
-            continue;
-        }
-        double secs = (double)b.elapsed / 1e9;
-        double ns = (double)b.elapsed / (double)b.n;
-        double bytes = (double)(c->batch * c->size) * (double)b.n;
-        printf("%s-%d\t%8ld", full, ncpu, b.n);
-        pretty(ns, "ns/op");
-        printf("\t%7.2f MB/s", bytes / 1e6 / secs);
-        printf("\t%8llu B/op\t%8llu allocs/op", (unsigned long long)(b.bytes / (uint64_t)b.n),
-               (unsigned long long)(b.allocs / (uint64_t)b.n));
-        pretty((double)c->batch * (double)b.n / secs, "records/s");
-        printf("\n");
-        fflush(stdout);
-    }
-}
-
-/* "1500" and "1500ms" are milliseconds, "2s" seconds, "300x" a fixed b.N. */
-static bool parse_benchtime(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v > 0))
-        return false;
-    if (strcmp(end, "x") == 0) {
-        if (v > 1e9)
-            return false;
-        benchtime_x = (long)v;
-        return benchtime_x > 0;
-    }
-    if (strcmp(end, "") == 0 || strcmp(end, "ms") == 0)
-        benchtime_ns = (int64_t)(v * 1e6);
-    else if (strcmp(end, "s") == 0)
-        benchtime_ns = (int64_t)(v * 1e9);
-    else
-        return false;
-    benchtime_x = 0;
-    return benchtime_ns > 0;
-}
-
-static int usage(const char *prog)
-{
-    fprintf(stderr, "usage: %s [-benchtime=MS|Nms|Ns|Nx] [-count=N] [FILTER]\n", prog);
-    return 2;
+    double secs = (double)b_elapsed_ns(b) / 1e9;
+    b_set_bytes(b, (int64_t)(c->batch * c->size));
+    b_report_metric(b, secs > 0 ? (double)c->batch * (double)b->n / secs : 0, "records/s");
 }
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (strncmp(a, "-benchtime", 10) == 0 || strncmp(a, "-count", 6) == 0) {
-            const char *eq = strchr(a, '=');
-            if (eq)
-                v = eq + 1;
-            else if (i + 1 < argc)
-                v = argv[++i];
-            else
-                return usage(argv[0]);
-        }
-        if (strncmp(a, "-benchtime", 10) == 0) {
-            if (!parse_benchtime(v))
-                return usage(argv[0]);
-        } else if (strncmp(a, "-count", 6) == 0) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > 1000)
-                return usage(argv[0]);
-            count = (int)n;
-        } else if (a[0] == '-') {
-            return usage(argv[0]);
-        } else {
-            filter = a;
-        }
-    }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    ncpu = cpus > 0 ? (int)cpus : 1;
     for (size_t i = 0; i < sizeof(payload); i++)
         payload[i] = (uint8_t)('a' + i % 26);
 
@@ -507,7 +282,16 @@ int main(int argc, char **argv)
          .refuse_first = true,
          .conf = {"append.retry.backoff.ms", "1", "lookup.batch.wait.ms", "0", NULL}},
     };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        run(&cases[i]);
-    return failures ? 1 : 0;
+    enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
+    bench_t benches[N_CASES];
+    for (size_t i = 0; i < N_CASES; i++)
+        benches[i] = (bench_t){.name = cases[i].name,
+                               .fn = bench_round,
+                               .arg = &cases[i],
+                               .setup = env_setup,
+                               .teardown = env_teardown};
+    /* Connections, allocator and branch predictors warm up on the same client. */
+    static const bench_opts_t o = {
+        .benchtime_ns = 1000000000LL, .warmup_ns = 100000000LL, .pkg = "libvarlog/bench"};
+    return bench_main(argc, argv, &o, benches, N_CASES);
 }

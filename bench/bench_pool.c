@@ -1,11 +1,11 @@
 /* bench_pool: the golang-queue benchmarks in C, printed as Go benchmark lines.
  *
- *   bench_pool [-benchtime=MS] [-count=N] [FILTER]
+ *   bench_pool [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
  *
  * With no arguments every benchmark runs once for about 200 ms; -count runs each N times in
- * a row (as Go's -count), for medians. Each measures the same work per
- * op as its Go counterpart (reference section 2.2); B/op counts requested bytes, not Go's
- * size-class-rounded bytes. */
+ * a row (as Go's -count), for medians. The names are golang-queue's, for benchstat. Each measures
+ * the same work per op as its Go counterpart (reference section 2.2); B/op counts requested bytes,
+ * not Go's size-class-rounded bytes. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -16,104 +16,11 @@
 #include <unistd.h>
 
 #include "vq/vq.h"
-#include "alloc_count.h"
+#include "harness.h"
 
-/* ---- a small testing.B ------------------------------------------------------------- */
-
-typedef struct bench {
-    long n;
-    int64_t start, elapsed;
-    uint64_t allocs0, bytes0, allocs, bytes;
-    bool running;
-    bool failed;
-} bench_t;
-
-static void b_start(bench_t *b)
+static void pool_fail(bench_b_t *b, const char *what, int rc)
 {
-    b->allocs0 = alloc_count_allocs();
-    b->bytes0 = alloc_count_bytes();
-    b->start = vq_now_ns();
-    b->running = true;
-}
-
-static void b_stop(bench_t *b)
-{
-    if (!b->running)
-        return;
-    b->elapsed += vq_now_ns() - b->start;
-    b->allocs += alloc_count_allocs() - b->allocs0;
-    b->bytes += alloc_count_bytes() - b->bytes0;
-    b->running = false;
-}
-
-/* Setup done: restart the clock and the counters. */
-static void b_reset(bench_t *b)
-{
-    b->elapsed = 0;
-    b->allocs = b->bytes = 0;
-    b_start(b);
-}
-
-static void b_fail(bench_t *b, const char *what, int rc)
-{
-    if (!b->failed)
-        fprintf(stderr, "FAIL: %s: %s (%d)\n", what, vq_err_str(rc), rc);
-    b->failed = true;
-}
-
-typedef void (*bench_fn)(bench_t *b, const void *arg);
-
-static int64_t benchtime_ns = 200000000;
-static int count = 1;
-static const char *filter;
-static int ncpu;
-static int failures;
-
-static void run_once(const char *name, bench_fn fn, const void *arg);
-
-static void run(const char *name, bench_fn fn, const void *arg)
-{
-    if (filter && !strstr(name, filter))
-        return;
-    for (int i = 0; i < count; i++)
-        run_once(name, fn, arg);
-}
-
-static void run_once(const char *name, bench_fn fn, const void *arg)
-{
-    bench_t b;
-    long n = 1;
-    for (;;) {
-        memset(&b, 0, sizeof(b));
-        b.n = n;
-        b_start(&b);
-        fn(&b, arg);
-        b_stop(&b);
-        if (b.failed || b.elapsed >= benchtime_ns || n >= 1000000000)
-            break;
-        /* As Go does: aim 20 % past the target, grow at most 100x per round. */
-        double per = b.elapsed > 0 ? (double)b.elapsed / (double)n : 1.0;
-        long next = (long)(1.2 * (double)benchtime_ns / per);
-        if (next > 100 * n)
-            next = 100 * n;
-        if (next <= n)
-            next = n + 1;
-        n = next;
-    }
-    if (b.failed) {
-        printf("--- FAIL: Benchmark%s\n", name);
-        failures++;
-        return;
-    }
-    double ns = (double)b.elapsed / (double)b.n;
-    printf("Benchmark%s-%d\t%10ld\t", name, ncpu, b.n);
-    if (ns < 100)
-        printf("%10.2f ns/op", ns);
-    else
-        printf("%10.0f ns/op", ns);
-    printf("\t%8llu B/op\t%6llu allocs/op\n", (unsigned long long)(b.bytes / (uint64_t)b.n),
-           (unsigned long long)(b.allocs / (uint64_t)b.n));
-    fflush(stdout);
+    b_failf(b, "%s: %s (%d)", what, vq_err_str(rc), rc);
 }
 
 /* ---- ring -------------------------------------------------------------------------- */
@@ -122,21 +29,21 @@ static void run_once(const char *name, bench_fn fn, const void *arg)
  * the ring the same way, so the ring benchmarks do too. */
 static pthread_mutex_t ring_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void bench_ring_burst(bench_t *b, const void *arg)
+static void bench_ring_burst(bench_b_t *b)
 {
-    size_t min = *(const size_t *)arg;
+    size_t min = *(const size_t *)b->arg;
     vq_ring_t r;
     static int task;
     if (vq_ring_init(&r, 0, min) != VQ_OK)
-        return b_fail(b, "ring init", VQ_ERR_NOMEM);
-    b_reset(b);
+        return pool_fail(b, "ring init", VQ_ERR_NOMEM);
+    b_reset_timer(b);
     for (long i = 0; i < b->n; i++) {
         for (int k = 0; k < 1024; k++) {
             pthread_mutex_lock(&ring_mu);
             vq_err_t rc = vq_ring_push(&r, &task);
             pthread_mutex_unlock(&ring_mu);
             if (rc != VQ_OK)
-                return b_fail(b, "push", rc);
+                return pool_fail(b, "push", rc);
         }
         for (int k = 0; k < 1024; k++) {
             void *p;
@@ -144,24 +51,24 @@ static void bench_ring_burst(bench_t *b, const void *arg)
             vq_err_t rc = vq_ring_pop(&r, &p);
             pthread_mutex_unlock(&ring_mu);
             if (rc != VQ_OK)
-                return b_fail(b, "pop", rc);
+                return pool_fail(b, "pop", rc);
         }
     }
-    b_stop(b);
+    b_stop_timer(b);
     vq_ring_destroy(&r);
 }
 
 /* Count held at the capacity (4 or 1,024); one push and one pop per op. */
-static void bench_ring_boundary(bench_t *b, const void *arg)
+static void bench_ring_boundary(bench_b_t *b)
 {
-    size_t fill = *(const size_t *)arg;
+    size_t fill = *(const size_t *)b->arg;
     vq_ring_t r;
     static int task;
     if (vq_ring_init(&r, 0, 0) != VQ_OK)
-        return b_fail(b, "ring init", VQ_ERR_NOMEM);
+        return pool_fail(b, "ring init", VQ_ERR_NOMEM);
     for (size_t k = 0; k < fill; k++)
         vq_ring_push(&r, &task);
-    b_reset(b);
+    b_reset_timer(b);
     for (long i = 0; i < b->n; i++) {
         void *p;
         pthread_mutex_lock(&ring_mu);
@@ -170,9 +77,9 @@ static void bench_ring_boundary(bench_t *b, const void *arg)
             rc = vq_ring_pop(&r, &p);
         pthread_mutex_unlock(&ring_mu);
         if (rc != VQ_OK)
-            return b_fail(b, "push/pop", rc);
+            return pool_fail(b, "push/pop", rc);
     }
-    b_stop(b);
+    b_stop_timer(b);
     vq_ring_destroy(&r);
 }
 
@@ -189,27 +96,26 @@ static int flaky_handler(vq_ctx_t *ctx, void *arg)
     return f->attempts++ < f->fails ? VQ_ERR_USER : VQ_OK;
 }
 
-static void bench_handle_retry(bench_t *b, const void *arg)
+static void bench_handle_retry(bench_b_t *b)
 {
-    int retries = *(const int *)arg;
+    int retries = *(const int *)b->arg;
     flaky_t f = {.fails = retries};
     vq_task_spec_t s = {.handler = flaky_handler, .arg = &f, .timeout_ns = 60000000000LL};
     s.retry.delay_ns = 1;
     const vq_logger_t *l = vq_logger_discard();
-    b_reset(b);
+    b_reset_timer(b);
     for (long i = 0; i < b->n; i++) {
         f.attempts = 0;
         s.retry.count = (unsigned)retries;
         int rc = vq_task_run_inline(&s, l, NULL);
         if (rc != VQ_OK || f.attempts != retries + 1)
-            return b_fail(b, "handle", rc);
+            return pool_fail(b, "handle", rc);
     }
 }
 
 /* BenchmarkQueueTask: enqueue into an engine that is not started (unbounded ring). */
-static void bench_submit(bench_t *b, const void *arg)
+static void bench_submit(bench_b_t *b)
 {
-    (void)arg;
     vq_engine_opts_t o;
     vq_engine_opts_init(&o);
     o.workers = 1;
@@ -218,14 +124,14 @@ static void bench_submit(bench_t *b, const void *arg)
     vq_engine_t *e;
     vq_err_t rc = vq_engine_create(&o, &e);
     if (rc != VQ_OK)
-        return b_fail(b, "create", rc);
+        return pool_fail(b, "create", rc);
     vq_task_spec_t s = {.handler = flaky_handler};
-    b_reset(b);
+    b_reset_timer(b);
     for (long i = 0; i < b->n; i++) {
         if ((rc = vq_engine_submit(e, &s)) != VQ_OK)
-            return b_fail(b, "submit", rc);
+            return pool_fail(b, "submit", rc);
     }
-    b_stop(b);
+    b_stop_timer(b);
     vq_engine_shutdown(e);
     vq_engine_set_workers(e, 0);
     vq_engine_release(e); /* not started: completes the tasks unrun */
@@ -310,9 +216,9 @@ static void *producer(void *arg)
     return NULL;
 }
 
-static void bench_e2e(bench_t *b, const void *arg)
+static void bench_e2e(bench_b_t *b)
 {
-    const e2e_t *c = arg;
+    const e2e_t *c = b->arg;
     vq_engine_opts_t o;
     vq_engine_opts_init(&o);
     o.workers = c->workers;
@@ -321,9 +227,9 @@ static void bench_e2e(bench_t *b, const void *arg)
     vq_engine_t *e;
     vq_err_t rc = vq_engine_create(&o, &e);
     if (rc != VQ_OK)
-        return b_fail(b, "create", rc);
+        return pool_fail(b, "create", rc);
     if ((rc = vq_engine_start(e)) != VQ_OK)
-        return b_fail(b, "start", rc);
+        return pool_fail(b, "start", rc);
     waiter_t w = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     vq_task_spec_t s = {.handler = c->after ? noop_task : signal_task, .arg = &w};
     if (c->after)
@@ -333,7 +239,7 @@ static void bench_e2e(bench_t *b, const void *arg)
         s.retry.count = 1;
         s.retry.delay_ns = 1;
     }
-    b_reset(b);
+    b_reset_timer(b);
     for (long left = b->n; left > 0;) {
         long batch = left < 1024 ? left : 1024;
         atomic_store(&w.done, 0);
@@ -341,7 +247,7 @@ static void bench_e2e(bench_t *b, const void *arg)
         if (c->producers == 0) {
             for (long i = 0; i < batch; i++) {
                 if ((rc = vq_engine_submit(e, &s)) != VQ_OK)
-                    return b_fail(b, "submit", rc);
+                    return pool_fail(b, "submit", rc);
             }
         } else {
             pthread_t th[8];
@@ -353,7 +259,7 @@ static void bench_e2e(bench_t *b, const void *arg)
             for (int k = 0; k < c->producers; k++) {
                 pthread_join(th[k], NULL);
                 if (p[k].rc != VQ_OK)
-                    return b_fail(b, "submit", p[k].rc);
+                    return pool_fail(b, "submit", p[k].rc);
             }
         }
         waiter_wait(&w);
@@ -365,54 +271,48 @@ static void bench_e2e(bench_t *b, const void *arg)
         sched_yield();
     uint64_t ok = vq_metrics_success(m);
     vq_engine_release(e);
-    b_stop(b);
+    b_stop_timer(b);
     if (ok != (uint64_t)b->n)
-        b_fail(b, "success count", (int)ok);
+        pool_fail(b, "success count", (int)ok);
 }
+
+static const size_t def = 0, retain = 1024, four = 4;
+static const e2e_t p1d = {4, 1, 0, false, false}, p1r = {4, 1, 1024, false, false};
+static const e2e_t p4d = {4, 4, 0, false, false}, p4r = {4, 4, 1024, false, false};
+static const int r0 = 0, r1 = 1, r3 = 3, r10 = 10;
+static const e2e_t w1 = {1, 0, 0, false, false}, w4 = {4, 0, 0, false, false},
+                   w12 = {12, 0, 0, false, false};
+static const e2e_t af = {4, 0, 0, true, false};
+/* One op = a task that fails once and succeeds on its retry (two attempts). */
+static const e2e_t rt = {4, 0, 0, false, true};
+
+static const bench_t benches[] = {
+    {.name = "RingBurstDrain/default", .fn = bench_ring_burst, .arg = &def},
+    {.name = "RingBurstDrain/retain1024", .fn = bench_ring_burst, .arg = &retain},
+    {.name = "RingBoundary/count=4", .fn = bench_ring_boundary, .arg = &four},
+    {.name = "RingBoundary/count=1024", .fn = bench_ring_boundary, .arg = &retain},
+
+    {.name = "QueueTask", .fn = bench_submit, .arg = NULL},
+
+    {.name = "QueueBurstProducers/producers=1/default", .fn = bench_e2e, .arg = &p1d},
+    {.name = "QueueBurstProducers/producers=1/retain1024", .fn = bench_e2e, .arg = &p1r},
+    {.name = "QueueBurstProducers/producers=4/default", .fn = bench_e2e, .arg = &p4d},
+    {.name = "QueueBurstProducers/producers=4/retain1024", .fn = bench_e2e, .arg = &p4r},
+
+    {.name = "HandleRetry/retries=0", .fn = bench_handle_retry, .arg = &r0},
+    {.name = "HandleRetry/retries=1", .fn = bench_handle_retry, .arg = &r1},
+    {.name = "HandleRetry/retries=3", .fn = bench_handle_retry, .arg = &r3},
+    {.name = "HandleRetry/retries=10", .fn = bench_handle_retry, .arg = &r10},
+
+    {.name = "QueueEndToEnd/workers=1", .fn = bench_e2e, .arg = &w1},
+    {.name = "QueueEndToEnd/workers=4", .fn = bench_e2e, .arg = &w4},
+    {.name = "QueueEndToEnd/workers=12", .fn = bench_e2e, .arg = &w12},
+    {.name = "QueueAfterFnEndToEnd", .fn = bench_e2e, .arg = &af},
+    {.name = "QueueRetryEndToEnd", .fn = bench_e2e, .arg = &rt},
+};
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-benchtime=", 11) == 0)
-            benchtime_ns = atol(argv[i] + 11) * 1000000LL;
-        else if (strncmp(argv[i], "-count=", 7) == 0)
-            count = atoi(argv[i] + 7) > 0 ? atoi(argv[i] + 7) : 1;
-        else
-            filter = argv[i];
-    }
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    ncpu = cpus > 0 ? (int)cpus : 1;
-
-    static const size_t def = 0, retain = 1024, four = 4;
-    run("RingBurstDrain/default", bench_ring_burst, &def);
-    run("RingBurstDrain/retain1024", bench_ring_burst, &retain);
-    run("RingBoundary/count=4", bench_ring_boundary, &four);
-    run("RingBoundary/count=1024", bench_ring_boundary, &retain);
-
-    run("QueueTask", bench_submit, NULL);
-
-    static const e2e_t p1d = {4, 1, 0, false, false}, p1r = {4, 1, 1024, false, false};
-    static const e2e_t p4d = {4, 4, 0, false, false}, p4r = {4, 4, 1024, false, false};
-    run("QueueBurstProducers/producers=1/default", bench_e2e, &p1d);
-    run("QueueBurstProducers/producers=1/retain1024", bench_e2e, &p1r);
-    run("QueueBurstProducers/producers=4/default", bench_e2e, &p4d);
-    run("QueueBurstProducers/producers=4/retain1024", bench_e2e, &p4r);
-
-    static const int r0 = 0, r1 = 1, r3 = 3, r10 = 10;
-    run("HandleRetry/retries=0", bench_handle_retry, &r0);
-    run("HandleRetry/retries=1", bench_handle_retry, &r1);
-    run("HandleRetry/retries=3", bench_handle_retry, &r3);
-    run("HandleRetry/retries=10", bench_handle_retry, &r10);
-
-    static const e2e_t w1 = {1, 0, 0, false, false}, w4 = {4, 0, 0, false, false},
-                       w12 = {12, 0, 0, false, false};
-    run("QueueEndToEnd/workers=1", bench_e2e, &w1);
-    run("QueueEndToEnd/workers=4", bench_e2e, &w4);
-    run("QueueEndToEnd/workers=12", bench_e2e, &w12);
-    static const e2e_t af = {4, 0, 0, true, false};
-    run("QueueAfterFnEndToEnd", bench_e2e, &af);
-    /* One op = a task that fails once and succeeds on its retry (two attempts). */
-    static const e2e_t rt = {4, 0, 0, false, true};
-    run("QueueRetryEndToEnd", bench_e2e, &rt);
-    return failures ? 1 : 0;
+    static const bench_opts_t o = {.benchtime_ns = 200000000};
+    return bench_main(argc, argv, &o, benches, sizeof(benches) / sizeof(benches[0]));
 }
