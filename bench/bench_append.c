@@ -24,16 +24,12 @@
  * what libgrpc_unsecure, libgpr, absl and libprotobuf-c allocate (gRPC slices, byte
  * buffers, call and stream state, unpacked protobuf messages) is NOT counted; neither is
  * what glibc allocates for itself. B/op counts requested bytes (realloc: the new size). */
-#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "varlog/client.h"
 #include "varlog/conf.h"

@@ -3,17 +3,14 @@
  *   bench_pool [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
  *
  * With no arguments every benchmark runs once for about 200 ms; -count runs each N times in
- * a row (as Go's -count), for medians. The names are golang-queue's, for benchstat. Each measures
- * the same work per op as its Go counterpart (reference section 2.2); B/op counts requested bytes,
- * not Go's size-class-rounded bytes. */
+ * a row (as Go's -count), for medians. The names are golang-queue's, so that benchstat pairs
+ * them. Each measures the same work per op as its Go counterpart (reference section 2.2);
+ * B/op counts requested bytes, not Go's size-class-rounded bytes. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "vq/vq.h"
 #include "harness.h"
