@@ -4,7 +4,7 @@
 
 #include "client_internal.h"
 #include "errtext.h"
-#include "rpc_internal.h"
+#include "rpc_client.h"
 #include "wire.h"
 
 const char *varlog_outcome_name(varlog_outcome_t outcome)

@@ -9,7 +9,7 @@
 
 #include "client_internal.h"
 #include "errtext.h"
-#include "rpc_internal.h"
+#include "rpc_client.h"
 #include "mrpb/management.pb-c.h"
 #include "mrpb/metadata_repository.pb-c.h"
 #include "varlogpb/metadata.pb-c.h"

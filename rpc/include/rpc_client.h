@@ -8,7 +8,7 @@
  * only dispatches completions: it never blocks on anything but brief internal mutexes and
  * never runs user code (the optional notify hooks are internal and must not block either).
  * Channels are cached per target address; they live until the client is destroyed or until
- * rpc_client_retain_targets (rpc_internal.h) drops addresses no longer needed, and never go
+ * rpc_client_retain_targets (below) drops addresses no longer needed, and never go
  * while a call runs on them. Their reconnect backoff is bounded (rpc_client_new_opts).
  *
  * Streams: at most one SEND_MESSAGE is in flight per call, further messages wait in a FIFO;
@@ -138,5 +138,35 @@ void rpc_stream_cancel(rpc_stream_t *s);
  * gRPC's remaining completions are absorbed by the I/O thread, which frees the stream last.
  * Accepts NULL. */
 void rpc_stream_destroy(rpc_stream_t *s);
+
+/* ---- channel policy (used by the client core and tests) ---------------------------------- */
+
+/* gRPC's reconnect backoff on every channel of a client. gRPC's own default (1 s growing
+ * 1.6-fold to 120 s) kept a node that came back from a 90 s outage unreachable for 18 s more;
+ * the first delay is RPC_RECONNECT_BACKOFF_INITIAL_MS (or the maximum if smaller), gRPC
+ * raises anything below 100 ms to 100 ms. */
+#define RPC_RECONNECT_BACKOFF_INITIAL_MS 100
+#define RPC_RECONNECT_BACKOFF_MAX_DEFAULT_MS 1000
+
+typedef struct rpc_client_opts {
+    int64_t reconnect_backoff_max_ms; /* <= 0: RPC_RECONNECT_BACKOFF_MAX_DEFAULT_MS */
+} rpc_client_opts_t;
+
+/* As rpc_client_new (which uses the defaults), with options (NULL = defaults). Errors as
+ * rpc_client_new. */
+varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **out);
+
+/* Drops cached channels whose target is not among targets[0..n): a channel found missing is
+ * destroyed once it has been missing from every retain for grace_ms (0 = at once), or, if
+ * calls still run on it then, when its last call ends (the calls are never cancelled by
+ * this). A listed channel is kept, its missing time forgotten, and if it is in
+ * TRANSIENT_FAILURE its connect backoff is reset so that the next call reconnects at once.
+ * Returns the number of channels destroyed by this call. Does not block on the network;
+ * any thread but the I/O thread; NOMEM-free. */
+size_t rpc_client_retain_targets(rpc_client_t *c, const char *const *targets, size_t n,
+                                 int64_t grace_ms);
+
+/* Channels currently cached (including dropped ones that wait for their last call). */
+size_t rpc_client_channel_count(rpc_client_t *c);
 
 #endif
