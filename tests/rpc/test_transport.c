@@ -1,4 +1,4 @@
-/* The client transport (client/src/rpc_client.h) against the server transport, through the
+/* The client transport (rpc/include/rpc_client.h) against the server transport, through the
  * test-only Transport service. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,22 +12,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "echo_service.h"
 #include "rpc_client.h"
+#include "test_service.h"
 #include "test_support.h"
 #include "transport_test.pb-c.h"
 
-#define UNARY "/libvarlog.transporttest.Transport/Unary"
-#define BIDI "/libvarlog.transporttest.Transport/Bidi"
-#define SERVER_STREAM "/libvarlog.transporttest.Transport/ServerStream"
-
-typedef Libvarlog__Transporttest__Request request_t;
-typedef Libvarlog__Transporttest__Response response_t;
-static const ProtobufCMessageDescriptor *const response_desc =
-    &libvarlog__transporttest__response__descriptor;
-
 struct fixture {
-    echo_service_t echo;
+    struct svc svc;
     rpc_client_t *client;
 };
 
@@ -35,7 +26,7 @@ static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    assert_int_equal(echo_service_start(&f->echo, 0), VARLOG_OK);
+    assert_int_equal(svc_start(&f->svc, 0), VARLOG_OK);
     assert_int_equal(rpc_client_new(&f->client), VARLOG_OK);
     *state = f;
     return 0;
@@ -45,7 +36,7 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     rpc_client_destroy(f->client);
-    echo_service_stop(&f->echo);
+    svc_stop(&f->svc);
     free(f);
     return 0;
 }
@@ -56,10 +47,10 @@ static void free_msg(ProtobufCMessage *m)
         protobuf_c_message_free_unpacked(m, NULL);
 }
 
-static bool echo_calls_done(void *arg)
+static bool svc_calls_done(void *arg)
 {
     struct fixture *f = arg;
-    return atomic_load(&f->echo.calls_done) == atomic_load(&f->echo.calls_started);
+    return atomic_load(&f->svc.done) == atomic_load(&f->svc.started);
 }
 
 /* ---- unary --------------------------------------------------------------------------------- */
@@ -75,7 +66,7 @@ static void test_unary_round_trip(void **state)
     rpc_status_t st;
     rpc_status_init(&st);
     assert_int_equal(
-        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000, &resp, &st),
+        rpc_unary(f->client, f->svc.addr, UNARY, &req.base, response_desc, 5000, &resp, &st),
         VARLOG_OK);
     const response_t *r = (const response_t *)resp;
     assert_int_equal(r->seq, 42);
@@ -99,7 +90,7 @@ static void test_unary_status_with_details(void **state)
     rpc_status_t st;
     rpc_status_init(&st);
     assert_int_equal(
-        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000, &resp, &st),
+        rpc_unary(f->client, f->svc.addr, UNARY, &req.base, response_desc, 5000, &resp, &st),
         VARLOG_ERR_RPC_OUT_OF_RANGE);
     assert_null(resp);
     assert_int_equal(st.code, GRPC_STATUS_OUT_OF_RANGE);
@@ -121,7 +112,7 @@ static void test_unary_plain_status(void **state)
     rpc_status_t st;
     rpc_status_init(&st);
     assert_int_equal(
-        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 5000, &resp, &st),
+        rpc_unary(f->client, f->svc.addr, UNARY, &req.base, response_desc, 5000, &resp, &st),
         VARLOG_ERR_RPC_FAILED_PRECONDITION);
     assert_string_equal(st.message, "sealed");
     assert_int_equal(st.n_details, 0);
@@ -134,7 +125,7 @@ static void test_unary_unknown_method(void **state)
     struct fixture *f = *state;
     request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
     ProtobufCMessage *resp = NULL;
-    assert_int_equal(rpc_unary(f->client, f->echo.address,
+    assert_int_equal(rpc_unary(f->client, f->svc.addr,
                                "/libvarlog.transporttest.Transport/NoSuchMethod", &req.base,
                                response_desc, 5000, &resp, NULL),
                      VARLOG_ERR_RPC_UNIMPLEMENTED);
@@ -149,7 +140,7 @@ static void test_unary_deadline(void **state)
     ProtobufCMessage *resp = NULL;
     int64_t start = test_now_ms();
     assert_int_equal(
-        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 100, &resp, NULL),
+        rpc_unary(f->client, f->svc.addr, UNARY, &req.base, response_desc, 100, &resp, NULL),
         VARLOG_ERR_RPC_DEADLINE_EXCEEDED);
     int64_t took = test_now_ms() - start;
     assert_true(took >= 90);
@@ -161,11 +152,11 @@ static void test_unary_nothing_listening(void **state)
 {
     struct fixture *f = *state;
     /* A port that was just free: bind a server, note its port, stop it. */
-    echo_service_t gone;
-    assert_int_equal(echo_service_start(&gone, 0), VARLOG_OK);
+    struct svc gone;
+    assert_int_equal(svc_start(&gone, 0), VARLOG_OK);
     char address[64];
-    snprintf(address, sizeof(address), "%s", gone.address);
-    echo_service_stop(&gone);
+    snprintf(address, sizeof(address), "%s", gone.addr);
+    svc_stop(&gone);
     request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
     ProtobufCMessage *resp = NULL;
     rpc_status_t st;
@@ -186,11 +177,10 @@ static void test_unary_bad_arguments(void **state)
                      VARLOG_ERR_INVALID_ARG);
     assert_int_equal(rpc_unary(f->client, NULL, UNARY, &req.base, response_desc, 10, &resp, NULL),
                      VARLOG_ERR_INVALID_ARG);
+    assert_int_equal(rpc_unary(f->client, f->svc.addr, UNARY, NULL, response_desc, 10, &resp, NULL),
+                     VARLOG_ERR_INVALID_ARG);
     assert_int_equal(
-        rpc_unary(f->client, f->echo.address, UNARY, NULL, response_desc, 10, &resp, NULL),
-        VARLOG_ERR_INVALID_ARG);
-    assert_int_equal(
-        rpc_unary(f->client, f->echo.address, UNARY, &req.base, response_desc, 10, NULL, NULL),
+        rpc_unary(f->client, f->svc.addr, UNARY, &req.base, response_desc, 10, NULL, NULL),
         VARLOG_ERR_INVALID_ARG);
 }
 
@@ -207,8 +197,8 @@ static void *unary_worker_main(void *arg)
         request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
         req.seq = (uint64_t)i;
         ProtobufCMessage *resp = NULL;
-        if (rpc_unary(w->f->client, w->f->echo.address, UNARY, &req.base, response_desc, 10000,
-                      &resp, NULL) == VARLOG_OK &&
+        if (rpc_unary(w->f->client, w->f->svc.addr, UNARY, &req.base, response_desc, 10000, &resp,
+                      NULL) == VARLOG_OK &&
             ((response_t *)resp)->seq == (uint64_t)i)
             w->ok++;
         free_msg(resp);
@@ -252,7 +242,7 @@ static void test_bidi_pipelined_in_order(void **state)
     struct fixture *f = *state;
     rpc_stream_opts_t o = stream_opts(RPC_STREAM_BIDI, 64);
     rpc_stream_t *s = NULL;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, NULL, &s), VARLOG_OK);
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s), VARLOG_OK);
     uint64_t n = (uint64_t)test_scale(10000, 10);
     int64_t start = test_now_ms();
     uint8_t payload[100];
@@ -284,9 +274,9 @@ static void test_bidi_pipelined_in_order(void **state)
                   (long long)took);
     assert_int_equal(rpc_stream_status(s)->code, GRPC_STATUS_OK);
     assert_int_equal(rpc_stream_pending_sends(s), 0);
-    assert_int_equal(atomic_load(&f->echo.bidi_messages), (int)n);
+    assert_int_equal(atomic_load(&f->svc.bidi_seen), (int)n);
     rpc_stream_destroy(s);
-    assert_true(test_wait_until(echo_calls_done, f, 5000));
+    assert_true(test_wait_until(svc_calls_done, f, 5000));
 }
 
 static void test_bidi_failure_is_sticky(void **state)
@@ -302,8 +292,7 @@ static void test_bidi_failure_is_sticky(void **state)
     req.fail_after = 3;
     req.seq = 1;
     rpc_stream_t *s = NULL;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, &req.base, &s),
-                     VARLOG_OK);
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, &req.base, &s), VARLOG_OK);
     for (int i = 0; i < 5; i++) {
         req.seq = (uint64_t)i + 2;
         assert_int_equal(rpc_stream_send(s, &req.base), VARLOG_OK);
@@ -335,8 +324,7 @@ static void test_bidi_cancel_from_client(void **state)
     rpc_stream_t *s = NULL;
     request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
     req.seq = 1;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, &req.base, &s),
-                     VARLOG_OK);
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, &req.base, &s), VARLOG_OK);
     ProtobufCMessage *m = NULL;
     assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
     free_msg(m);
@@ -345,8 +333,8 @@ static void test_bidi_cancel_from_client(void **state)
     assert_int_equal(rpc_stream_status(s)->code, GRPC_STATUS_CANCELLED);
     assert_int_equal(rpc_stream_send(s, &req.base), VARLOG_ERR_RPC_CANCELLED);
     rpc_stream_destroy(s);
-    assert_true(test_wait_until(echo_calls_done, f, 5000));
-    assert_true(atomic_load(&f->echo.calls_cancelled) >= 1);
+    assert_true(test_wait_until(svc_calls_done, f, 5000));
+    assert_true(atomic_load(&f->svc.done_cancelled) >= 1);
 }
 
 static void test_stream_deadline(void **state)
@@ -355,7 +343,7 @@ static void test_stream_deadline(void **state)
     rpc_stream_opts_t o = stream_opts(RPC_STREAM_BIDI, 16);
     o.timeout_ms = 100;
     rpc_stream_t *s = NULL;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, NULL, &s), VARLOG_OK);
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s), VARLOG_OK);
     ProtobufCMessage *m = NULL;
     int64_t start = test_now_ms();
     assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_ERR_RPC_DEADLINE_EXCEEDED);
@@ -368,7 +356,7 @@ static void test_stream_recv_timeout(void **state)
     struct fixture *f = *state;
     rpc_stream_opts_t o = stream_opts(RPC_STREAM_BIDI, 16);
     rpc_stream_t *s = NULL;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, NULL, &s), VARLOG_OK);
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s), VARLOG_OK);
     ProtobufCMessage *m = NULL;
     assert_int_equal(rpc_stream_recv(s, 0, &m), VARLOG_ERR_TIMED_OUT);
     int64_t start = test_now_ms();
@@ -387,7 +375,7 @@ static void test_server_stream_complete(void **state)
     request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
     req.count = 500;
     rpc_stream_t *s = NULL;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, SERVER_STREAM, &o, &req.base, &s),
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, SERVER_STREAM, &o, &req.base, &s),
                      VARLOG_OK);
     assert_int_equal(rpc_stream_send(s, &req.base), VARLOG_ERR_STATE);
     for (uint64_t i = 1; i <= 500; i++) {
@@ -413,25 +401,25 @@ static void test_server_stream_slow_consumer_is_bounded(void **state)
     req.payload.data = payload;
     req.payload.len = sizeof(payload);
     rpc_stream_t *s = NULL;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, SERVER_STREAM, &o, &req.base, &s),
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, SERVER_STREAM, &o, &req.base, &s),
                      VARLOG_OK);
     ProtobufCMessage *m = NULL;
     assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
     free_msg(m);
     /* Stop reading. The server may only run ahead by what HTTP/2 windows and socket buffers
      * hold (a few MB), not without bound: wait until production stalls. */
-    unsigned long long before, after = atomic_load(&f->echo.stream_sent);
+    unsigned long long before, after = atomic_load(&f->svc.produced);
     int64_t give_up = test_now_ms() + 30000;
     do {
         before = after;
         struct timespec ts = {0, 200 * 1000000L};
         nanosleep(&ts, NULL);
-        after = atomic_load(&f->echo.stream_sent);
+        after = atomic_load(&f->svc.produced);
     } while (after != before && test_now_ms() < give_up);
     assert_int_equal(after, before); /* production stalled */
     assert_true(rpc_stream_buffered(s) <= WINDOW);
     assert_true(after * sizeof(payload) < 64u * 1024 * 1024);
-    assert_true(atomic_load(&f->echo.max_pending) <= 1);
+    assert_true(atomic_load(&f->svc.max_pending) <= 1);
     /* Reading again resumes the flow, in order. */
     uint64_t last = ((uint64_t)1);
     for (int i = 0; i < 200; i++) {
@@ -441,7 +429,7 @@ static void test_server_stream_slow_consumer_is_bounded(void **state)
         free_msg(m);
     }
     rpc_stream_destroy(s);
-    assert_true(test_wait_until(echo_calls_done, f, 5000));
+    assert_true(test_wait_until(svc_calls_done, f, 5000));
 }
 
 static void test_server_stops_mid_stream(void **state)
@@ -451,12 +439,12 @@ static void test_server_stops_mid_stream(void **state)
     request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
     req.count = 0;
     rpc_stream_t *s = NULL;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, SERVER_STREAM, &o, &req.base, &s),
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, SERVER_STREAM, &o, &req.base, &s),
                      VARLOG_OK);
     ProtobufCMessage *m = NULL;
     assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
     free_msg(m);
-    echo_service_stop(&f->echo);
+    svc_stop(&f->svc);
     varlog_err_t err;
     int64_t start = test_now_ms();
     while ((err = rpc_stream_recv(s, 10000, &m)) == VARLOG_OK)
@@ -465,7 +453,7 @@ static void test_server_stops_mid_stream(void **state)
     assert_true(test_now_ms() - start < 10000);
     rpc_stream_destroy(s);
     /* The fixture's teardown stops the service again; give it a fresh one. */
-    assert_int_equal(echo_service_start(&f->echo, 0), VARLOG_OK);
+    assert_int_equal(svc_start(&f->svc, 0), VARLOG_OK);
 }
 
 /* ---- lifecycle ----------------------------------------------------------------------------- */
@@ -480,7 +468,7 @@ static void test_client_destroy_ends_live_streams(void **state)
     req.count = 0;
     for (int i = 0; i < 3; i++) {
         rpc_stream_opts_t o = stream_opts(i == 0 ? RPC_STREAM_BIDI : RPC_STREAM_SERVER, 2);
-        assert_int_equal(rpc_stream_open(c, f->echo.address, i == 0 ? BIDI : SERVER_STREAM, &o,
+        assert_int_equal(rpc_stream_open(c, f->svc.addr, i == 0 ? BIDI : SERVER_STREAM, &o,
                                          &req.base, &streams[i]),
                          VARLOG_OK);
         ProtobufCMessage *m = NULL;
@@ -498,7 +486,7 @@ static void test_client_destroy_ends_live_streams(void **state)
         assert_int_equal(rpc_stream_send(streams[i], &req.base), VARLOG_ERR_CLOSED);
         rpc_stream_destroy(streams[i]);
     }
-    assert_true(test_wait_until(echo_calls_done, f, 5000));
+    assert_true(test_wait_until(svc_calls_done, f, 5000));
 }
 
 static void test_stream_open_bad_arguments(void **state)
@@ -506,10 +494,10 @@ static void test_stream_open_bad_arguments(void **state)
     rpc_stream_opts_t o = stream_opts(RPC_STREAM_BIDI, 0);
     rpc_stream_t *s = (rpc_stream_t *)1;
     struct fixture *f = *state;
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, BIDI, &o, NULL, &s),
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s),
                      VARLOG_ERR_INVALID_ARG);
     assert_null(s);
-    assert_int_equal(rpc_stream_open(f->client, f->echo.address, SERVER_STREAM,
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, SERVER_STREAM,
                                      &(rpc_stream_opts_t){.kind = RPC_STREAM_SERVER,
                                                           .response = response_desc,
                                                           .recv_window = 1},
@@ -532,13 +520,13 @@ static void test_repeated_client_open_close(void **state)
         req.seq = (uint64_t)i;
         ProtobufCMessage *resp = NULL;
         assert_int_equal(
-            rpc_unary(c, f->echo.address, UNARY, &req.base, response_desc, 10000, &resp, NULL),
+            rpc_unary(c, f->svc.addr, UNARY, &req.base, response_desc, 10000, &resp, NULL),
             VARLOG_OK);
         free_msg(resp);
         rpc_stream_opts_t o = stream_opts(RPC_STREAM_SERVER, 2);
         req.count = 0;
         rpc_stream_t *s = NULL;
-        assert_int_equal(rpc_stream_open(c, f->echo.address, SERVER_STREAM, &o, &req.base, &s),
+        assert_int_equal(rpc_stream_open(c, f->svc.addr, SERVER_STREAM, &o, &req.base, &s),
                          VARLOG_OK);
         if (i % 2)
             rpc_stream_destroy(s); /* released before the client, or ... */
@@ -554,7 +542,7 @@ static void test_repeated_client_open_close(void **state)
     int now = test_thread_count();
     print_message("threads: baseline %d, after %d cycles %d\n", baseline, cycles, now);
     assert_true(now <= baseline + 8);
-    assert_true(test_wait_until(echo_calls_done, f, 5000));
+    assert_true(test_wait_until(svc_calls_done, f, 5000));
 }
 
 int main(void)

@@ -1,4 +1,4 @@
-/* The server transport (server/src/rpc_server.h) driven by a small raw gRPC-core client, so
+/* The server transport (rpc/include/rpc_server.h) driven by a small raw gRPC-core client, so
  * that the server is tested without the client transport. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,7 +19,7 @@
 
 #include "raw_grpc_client.h"
 #include "rpc_server.h"
-#include "rpc_test_service.h"
+#include "test_service.h"
 #include "test_support.h"
 #include "transport_test.pb-c.h"
 #include "wire.h"

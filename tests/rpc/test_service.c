@@ -1,4 +1,4 @@
-/* The test service of test_rpc_server (see rpc_test_service.h). */
+/* The test service of the transport tests (see test_service.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,7 +12,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "rpc_test_service.h"
+#include "test_service.h"
+
+struct svc_delayed {
+    svc_delayed_t *next;
+    rpc_server_call_t *call;
+    int64_t due_ms;
+    uint64_t seq;
+};
 
 /* Per-call state: a copy of the request (it is freed after on_start). */
 struct call_state {
@@ -20,6 +27,13 @@ struct call_state {
     uint64_t next;
     uint32_t answered;
 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static request_t *copy_request(const ProtobufCMessage *msg)
 {
@@ -77,23 +91,64 @@ void svc_unpark(struct svc *s)
     rpc_server_call_unref(call);
 }
 
-struct delayed {
-    rpc_server_call_t *call;
-    uint64_t seq;
-    uint32_t delay_ms;
-};
+/* ---- Unary --------------------------------------------------------------------------------- */
 
-/* Answers from a thread of its own, as handlers that wait for something else do. */
+static void delay(struct svc *s, rpc_server_call_t *call, const request_t *req)
+{
+    svc_delayed_t *d = calloc(1, sizeof(*d));
+    assert_non_null(d);
+    d->call = call;
+    d->seq = req->seq;
+    d->due_ms = now_ms() + req->delay_ms;
+    rpc_server_call_ref(call);
+    pthread_mutex_lock(&s->mu);
+    d->next = s->delayed;
+    s->delayed = d;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* One thread answers every delayed call when it is due, so that svc_stop need not wait for
+ * answers due long after the test is over (a deadline test asks for 10 s): it drops them. */
 static void *delayer_main(void *arg)
 {
-    struct delayed *d = arg;
-    struct timespec ts = {(time_t)(d->delay_ms / 1000), (long)(d->delay_ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-    ProtobufCBinaryData none = {0, NULL};
-    reply(d->call, d->seq, none);
-    rpc_server_call_finish(d->call, GRPC_STATUS_OK, NULL, NULL, 0);
-    rpc_server_call_unref(d->call);
-    free(d);
+    struct svc *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping) {
+        int64_t now = now_ms(), next_due = now + 1000;
+        for (svc_delayed_t **pp = &s->delayed; *pp;) {
+            svc_delayed_t *d = *pp;
+            if (d->due_ms <= now) {
+                *pp = d->next;
+                ProtobufCBinaryData none = {0, NULL};
+                reply(d->call, d->seq, none);
+                rpc_server_call_finish(d->call, GRPC_STATUS_OK, NULL, NULL, 0);
+                rpc_server_call_unref(d->call);
+                free(d);
+            } else {
+                if (d->due_ms < next_due)
+                    next_due = d->due_ms;
+                pp = &d->next;
+            }
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t wait = next_due - now;
+        ts.tv_sec += (time_t)(wait / 1000);
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    while (s->delayed) {
+        svc_delayed_t *d = s->delayed;
+        s->delayed = d->next;
+        rpc_server_call_unref(d->call);
+        free(d);
+    }
+    pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
@@ -108,16 +163,7 @@ static void unary_start(rpc_server_call_t *call, const ProtobufCMessage *msg, vo
         return;
     }
     if (req->delay_ms) {
-        struct delayed *d = calloc(1, sizeof(*d));
-        assert_non_null(d);
-        d->call = call;
-        d->seq = req->seq;
-        d->delay_ms = req->delay_ms;
-        rpc_server_call_ref(call);
-        pthread_mutex_lock(&s->mu);
-        assert_true(s->n_delayers < MAX_DELAYERS);
-        assert_int_equal(pthread_create(&s->delayers[s->n_delayers++], NULL, delayer_main, d), 0);
-        pthread_mutex_unlock(&s->mu);
+        delay(s, call, req);
         return;
     }
     reply(call, req->seq, req->payload);
@@ -127,6 +173,8 @@ static void unary_start(rpc_server_call_t *call, const ProtobufCMessage *msg, vo
                      VARLOG_ERR_STATE);
     assert_int_equal(rpc_server_call_send(call, msg), VARLOG_ERR_STATE);
 }
+
+/* ---- Bidi, PausedBidi ---------------------------------------------------------------------- */
 
 static void bidi_start(rpc_server_call_t *call, const ProtobufCMessage *msg, void *arg)
 {
@@ -168,6 +216,8 @@ static void paused_bidi_message(rpc_server_call_t *call, const ProtobufCMessage 
     rpc_server_call_pause_recv(call, true);
     bidi_message(call, msg, arg);
 }
+
+/* ---- ServerStream, WokenStream ------------------------------------------------------------- */
 
 static void stream_start(rpc_server_call_t *call, const ProtobufCMessage *msg, void *arg)
 {
@@ -227,6 +277,8 @@ static void woken_stream_writable(rpc_server_call_t *call, void *arg)
     reply(call, st->next++, none);
 }
 
+/* ---- common -------------------------------------------------------------------------------- */
+
 static void call_done(rpc_server_call_t *call, bool cancelled, void *arg)
 {
     struct svc *s = arg;
@@ -264,36 +316,41 @@ varlog_err_t svc_start(struct svc *s, int port)
 {
     memset(s, 0, sizeof(*s));
     pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
     svc_methods(s);
     char listen[64];
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
     rpc_server_opts_t opts = {listen, s->methods, 5};
     varlog_err_t err = rpc_server_start(&opts, &s->srv);
     if (err != VARLOG_OK) {
+        pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         return err;
     }
     s->live = true;
     s->port = rpc_server_port(s->srv);
     snprintf(s->addr, sizeof(s->addr), "127.0.0.1:%d", s->port);
+    assert_int_equal(pthread_create(&s->delayer, NULL, delayer_main, s), 0);
     return VARLOG_OK;
 }
 
-/* Stops the server (if a test did not already) and joins the answering threads. */
 void svc_stop(struct svc *s)
 {
     if (!s->live)
         return;
     s->live = false;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->delayer, NULL);
     rpc_server_stop(s->srv); /* NULL when the test stopped it */
     s->srv = NULL;
-    for (int i = 0; i < s->n_delayers; i++)
-        pthread_join(s->delayers[i], NULL);
-    s->n_delayers = 0;
     if (s->parked)
         svc_unpark(s);
     /* Every call whose handler started saw on_done exactly once (a second on_done would
      * also free its state twice). */
     assert_int_equal(atomic_load(&s->done), atomic_load(&s->started));
+    pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
 }

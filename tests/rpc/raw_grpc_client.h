@@ -10,7 +10,7 @@
 
 #include <grpc/grpc.h>
 
-#include "rpc_test_service.h"
+#include "test_service.h"
 #include "wire.h"
 
 #define WAIT_MS 20000

@@ -28,8 +28,8 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
-#include "echo_service.h"
 #include "rpc_client.h"
+#include "test_service.h"
 #include "transport_test.pb-c.h"
 #include "wire.h"
 
@@ -87,10 +87,10 @@ static bool idle_connection_survives(const char *target)
 static void test_libvarlog_server_keeps_pinging_idle_client(void **state)
 {
     (void)state;
-    echo_service_t echo;
-    assert_int_equal(echo_service_start(&echo, 0), VARLOG_OK);
-    assert_true(idle_connection_survives(echo.address));
-    echo_service_stop(&echo);
+    struct svc echo;
+    assert_int_equal(svc_start(&echo, 0), VARLOG_OK);
+    assert_true(idle_connection_survives(echo.addr));
+    svc_stop(&echo);
 }
 
 /* The control: a bare gRPC server with default keepalive enforcement. */
@@ -256,8 +256,8 @@ static void echo_once(rpc_stream_t *s, uint64_t seq)
 static void test_client_keeps_connection_when_ping_ack_is_late(void **state)
 {
     (void)state;
-    echo_service_t echo;
-    assert_int_equal(echo_service_start(&echo, 0), VARLOG_OK);
+    struct svc echo;
+    assert_int_equal(svc_start(&echo, 0), VARLOG_OK);
     stall_proxy_t proxy;
     proxy_start(&proxy, echo.port);
     rpc_client_t *client = NULL;
@@ -284,7 +284,7 @@ static void test_client_keeps_connection_when_ping_ack_is_late(void **state)
     rpc_stream_destroy(s);
     rpc_client_destroy(client);
     proxy_stop(&proxy);
-    echo_service_stop(&echo);
+    svc_stop(&echo);
 }
 
 static int group_setup(void **state)
