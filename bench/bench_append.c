@@ -1,7 +1,15 @@
 /* bench_append: the synchronous append path (varlog_append_to, varlog_append) against the
- * embedded server in the same process, printed as Go benchmark lines.
+ * embedded server in the same process, or against any Varlog cluster, printed as Go
+ * benchmark lines.
  *
- *   bench_append [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
+ *   bench_append [-mr HOST:PORT[,HOST:PORT...]] [-topic ID]
+ *                [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
+ *
+ * -mr: the metadata repository of a cluster to benchmark (a real Varlog cluster or a
+ * varlog-server in another process, which is how to measure the client's own CPU) instead of
+ * the embedded server; -topic (default 1) the topic to append to there, whose first log
+ * stream AppendTo uses. The AppendRetry benchmarks need the embedded server's fault
+ * injection and are left out with -mr. Records appended to a cluster stay there.
  *
  * Each benchmark (and each -count repetition) gets a fresh server (1 topic, 2 log streams)
  * and a fresh client, so that deny lists, stored records and fault settings never carry
@@ -30,6 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "varlog/client.h"
 #include "varlog/conf.h"
@@ -63,19 +72,28 @@ typedef struct bcase {
 } bcase_t;
 
 typedef struct env {
-    varlog_server_t *srv;
+    varlog_server_t *srv; /* NULL with -mr */
     varlog_client_t *client;
+    int32_t log_stream; /* AppendTo's: the topic's first log stream */
 } env_t;
 
 static uint8_t payload[MAX_SIZE];
 
+/* -mr and -topic: NULL = the embedded server. */
+static const char *cluster_address;
+static int32_t topic_id = 1;
+
 static int env_open(env_t *e, const bcase_t *c)
 {
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 2, .max_bytes = 8ULL << 30};
-    varlog_err_t rc = varlog_server_start(&o, &e->srv);
-    if (rc != VARLOG_OK) {
-        fprintf(stderr, "varlog_server_start: %s: %s\n", varlog_err_name(rc), varlog_last_error());
-        return -1;
+    varlog_err_t rc;
+    if (!cluster_address) {
+        varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 2, .max_bytes = 8ULL << 30};
+        rc = varlog_server_start(&o, &e->srv);
+        if (rc != VARLOG_OK) {
+            fprintf(stderr, "varlog_server_start: %s: %s\n", varlog_err_name(rc),
+                    varlog_last_error());
+            return -1;
+        }
     }
     varlog_conf_t *conf = varlog_conf_new();
     char err[512];
@@ -84,7 +102,7 @@ static int env_open(env_t *e, const bcase_t *c)
         goto fail;
     }
     const char *base[] = {"metadata.addresses",
-                          varlog_server_address(e->srv),
+                          e->srv ? varlog_server_address(e->srv) : cluster_address,
                           "metadata.refresh.interval.ms",
                           "0",
                           "log.level",
@@ -105,6 +123,16 @@ static int env_open(env_t *e, const bcase_t *c)
     rc = varlog_client_new(&conf, &e->client, err, sizeof(err));
     if (rc != VARLOG_OK) {
         fprintf(stderr, "varlog_client_new: %s: %s\n", varlog_err_name(rc), err);
+        goto fail;
+    }
+    size_t n = 0;
+    rc = varlog_client_log_streams(e->client, topic_id, &e->log_stream, 1, &n);
+    if (rc != VARLOG_OK || n == 0) {
+        fprintf(stderr, "topic %d: %s\n", topic_id,
+                rc != VARLOG_OK ? varlog_last_error() : "it has no log stream");
+        varlog_client_destroy(e->client);
+        e->client = NULL;
+        conf = NULL;
         goto fail;
     }
     return 0;
@@ -144,8 +172,9 @@ static varlog_err_t one_call(env_t *e, const bcase_t *c, const varlog_record_t *
                              varlog_entry_meta_t *metas)
 {
     if (c->mode == M_APPEND_TO)
-        return varlog_append_to(e->client, 1, 1, recs, c->batch, APPEND_TIMEOUT_MS, metas, NULL);
-    return varlog_append(e->client, 1, recs, c->batch, APPEND_TIMEOUT_MS, metas, NULL);
+        return varlog_append_to(e->client, topic_id, e->log_stream, recs, c->batch,
+                                APPEND_TIMEOUT_MS, metas, NULL);
+    return varlog_append(e->client, topic_id, recs, c->batch, APPEND_TIMEOUT_MS, metas, NULL);
 }
 
 /* One thread of a parallel benchmark: takes calls from a shared counter, as Go's
@@ -244,8 +273,50 @@ static void bench_round(bench_b_t *b)
     b_report_metric(b, secs > 0 ? (double)c->batch * (double)b->n / secs : 0, "records/s");
 }
 
+/* Takes -mr and -topic (also as -flag=value) out of argv; the rest goes to the harness.
+ * Returns false on a bad value. */
+static bool take_cluster_flags(int *argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *v = NULL;
+        bool mr = strncmp(a, "-mr", 3) == 0 && (a[3] == 0 || a[3] == '=');
+        bool topic = strncmp(a, "-topic", 6) == 0 && (a[6] == 0 || a[6] == '=');
+        if (!mr && !topic) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        if (eq)
+            v = eq + 1;
+        else if (i + 1 < *argc)
+            v = argv[++i];
+        if (!v || !v[0]) {
+            fprintf(stderr, "%s: %s needs a value\n", argv[0], mr ? "-mr" : "-topic");
+            return false;
+        }
+        if (mr) {
+            cluster_address = v;
+        } else {
+            char *end;
+            long t = strtol(v, &end, 10);
+            if (*end || t < 1 || t > INT32_MAX) {
+                fprintf(stderr, "%s: -topic %s: a topic id is an integer >= 1\n", argv[0], v);
+                return false;
+            }
+            topic_id = (int32_t)t;
+        }
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return true;
+}
+
 int main(int argc, char **argv)
 {
+    if (!take_cluster_flags(&argc, argv))
+        return 2;
     for (size_t i = 0; i < sizeof(payload); i++)
         payload[i] = (uint8_t)('a' + i % 26);
 
@@ -280,14 +351,23 @@ int main(int argc, char **argv)
     };
     enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
     bench_t benches[N_CASES];
-    for (size_t i = 0; i < N_CASES; i++)
-        benches[i] = (bench_t){.name = cases[i].name,
-                               .fn = bench_round,
-                               .arg = &cases[i],
-                               .setup = env_setup,
-                               .teardown = env_teardown};
+    size_t n = 0;
+    for (size_t i = 0; i < N_CASES; i++) {
+        if (cluster_address && cases[i].refuse_first)
+            continue; /* fault injection exists only in the embedded server */
+        benches[n++] = (bench_t){.name = cases[i].name,
+                                 .fn = bench_round,
+                                 .arg = &cases[i],
+                                 .setup = env_setup,
+                                 .teardown = env_teardown};
+    }
+    if (cluster_address)
+        fprintf(stderr,
+                "bench_append: cluster at %s, topic %d (AppendRetry needs the embedded "
+                "server's fault injection: left out)\n",
+                cluster_address, topic_id);
     /* Connections, allocator and branch predictors warm up on the same client. */
     static const bench_opts_t o = {
         .benchtime_ns = 1000000000LL, .warmup_ns = 100000000LL, .pkg = "libvarlog/bench"};
-    return bench_main(argc, argv, &o, benches, N_CASES);
+    return bench_main(argc, argv, &o, benches, n);
 }
