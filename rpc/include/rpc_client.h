@@ -123,9 +123,11 @@ const rpc_status_t *rpc_stream_status(rpc_stream_t *s);
 size_t rpc_stream_pending_sends(rpc_stream_t *s);
 
 /* Messages gRPC reported as handed to the transport (send completed successfully), plus the
- * one in flight if any: a message counted may have reached the server, one not counted never
- * did. A send's completion can arrive after the call's status, so this first waits up to
- * settle_ms for the send in flight to complete (once the call ended that is prompt). */
+ * one in flight if any, plus those whose send was cut short by a cancellation, the client
+ * closing or a deadline (gRPC fails a send whose write it issued but had not confirmed): a
+ * message counted may have reached the server, one not counted never did. A send's
+ * completion can arrive after the call's status, so this first waits up to settle_ms for the
+ * send in flight to complete (once the call ended that is prompt). */
 size_t rpc_stream_sent(rpc_stream_t *s, int64_t settle_ms);
 
 /* Messages received and waiting for rpc_stream_recv. */

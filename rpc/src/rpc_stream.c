@@ -32,6 +32,7 @@ struct rpc_stream {
     bool close_requested, close_started;
     bool send_failed; /* gRPC failed a send batch: the call is broken, its status will say why */
     size_t sent;      /* messages whose send completed successfully */
+    size_t sends_cut; /* messages whose send batch started but completed with a failure */
 
     /* receive side: one RECV_MESSAGE outstanding while `received` has room */
     grpc_metadata_array initial_md;
@@ -191,6 +192,7 @@ static void on_send_done(struct rpc_tag *tag, bool ok)
         grpc_byte_buffer_destroy(s->in_flight);
         s->in_flight = NULL;
         s->sent += ok;
+        s->sends_cut += !ok;
     }
     if (!ok)
         s->send_failed = true;
@@ -516,6 +518,15 @@ size_t rpc_stream_sent(rpc_stream_t *s, int64_t settle_ms)
         ;
     /* A message still in flight may be on the wire already: count it. */
     size_t n = s->sent + (s->send_busy && s->in_flight ? 1 : 0);
+    /* A send cut short by a cancellation or a deadline (ours: the call was still running)
+     * may have been written before the cut: gRPC fails the batch whose write it had issued
+     * but not yet confirmed. A send that failed for a connection that never came up (the
+     * status is then UNAVAILABLE) never reached a server. */
+    bool cut_by_us =
+        s->client_closing || (s->status_received && (s->code == GRPC_STATUS_CANCELLED ||
+                                                     s->code == GRPC_STATUS_DEADLINE_EXCEEDED));
+    if (cut_by_us)
+        n += s->sends_cut;
     pthread_mutex_unlock(&s->mu);
     return n;
 }
