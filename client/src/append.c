@@ -117,20 +117,26 @@ static void op_unref(append_op_t *op)
     free(op);
 }
 
-/* Settles the op's result once; later calls change nothing. text NULL keeps the op's text. */
+/* Settles the op's result once; later calls change nothing. text NULL keeps the op's text.
+ * Called with op->mu held. */
+static void op_finish_locked(append_op_t *op, varlog_err_t err, const char *text)
+{
+    if (op->done)
+        return;
+    op->done = true;
+    op->err = err;
+    /* Ended by a deadline, the watchdog or closing while an attempt was out. */
+    if (err != VARLOG_OK)
+        op->maybe |= op->attempt_inflight;
+    if (text && text != op->errtext)
+        snprintf(op->errtext, sizeof(op->errtext), "%s", text);
+    pthread_cond_broadcast(&op->cv);
+}
+
 static void op_finish(append_op_t *op, varlog_err_t err, const char *text)
 {
     pthread_mutex_lock(&op->mu);
-    if (!op->done) {
-        op->done = true;
-        op->err = err;
-        /* Ended by a deadline, the watchdog or closing while an attempt was out. */
-        if (err != VARLOG_OK)
-            op->maybe |= op->attempt_inflight;
-        if (text && text != op->errtext)
-            snprintf(op->errtext, sizeof(op->errtext), "%s", text);
-        pthread_cond_broadcast(&op->cv);
-    }
+    op_finish_locked(op, err, text);
     pthread_mutex_unlock(&op->mu);
 }
 
@@ -395,9 +401,11 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     return 0;
 }
 
-/* The task's result once the retries are over (or cut short). */
-static void retry_settle(append_op_t *op, int result)
+/* The task's result once the retries are over (or cut short): the engine's after-callback,
+ * and the end of an inline run. */
+static void retry_settle(void *arg, int result)
 {
+    append_op_t *op = arg;
     if (result == VQ_ERR_SHUTDOWN)
         op_finish(op, VARLOG_ERR_CLOSED, "the client closed before the retry ran");
     else if (result == VQ_ERR_TIMEOUT)
@@ -409,11 +417,6 @@ static void retry_settle(append_op_t *op, int result)
         pthread_mutex_unlock(&op->mu);
         op_finish(op, err, NULL);
     }
-}
-
-static void retry_after(void *arg, int result)
-{
-    retry_settle(arg, result);
 }
 
 /* The engine is done with the op: its handler (even one abandoned by the watchdog) and its
@@ -437,7 +440,7 @@ static vq_task_spec_t retry_spec(append_op_t *op)
     int64_t left = client_remaining_ms(op->deadline_ms);
     vq_task_spec_t spec = {.handler = retry_handler,
                            .arg = op,
-                           .after = retry_after,
+                           .after = retry_settle,
                            .release = retry_release,
                            /* The handler honours the call's deadline itself; the engine's
                             * watchdog is only a backstop beyond it. */
@@ -497,12 +500,11 @@ static void await_result(append_op_t *op)
     }
     if (!op->done) {
         op->abandoned = true;
-        op->done = true;
-        op->maybe |= op->attempt_inflight;
-        op->err = VARLOG_ERR_TIMED_OUT;
-        snprintf(op->errtext, sizeof(op->errtext),
+        char text[sizeof(op->errtext)];
+        snprintf(text, sizeof(text),
                  "append to topic %d: no result within the call's timeout after %u attempts",
                  op->topic_id, op->attempts);
+        op_finish_locked(op, VARLOG_ERR_TIMED_OUT, text);
     }
     pthread_mutex_unlock(&op->mu);
 }

@@ -385,6 +385,16 @@ static varlog_err_t send_refusal_locked(const rpc_stream_t *s)
     return VARLOG_OK;
 }
 
+/* The early look senders take before building a message: a stream that cannot send any more
+ * costs them no encoding. send_buffer looks again under the lock. */
+static varlog_err_t send_refusal(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    varlog_err_t err = send_refusal_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    return err;
+}
+
 /* Queues bb (consumed whatever the outcome). */
 static varlog_err_t send_buffer(rpc_stream_t *s, grpc_byte_buffer *bb)
 {
@@ -404,9 +414,7 @@ varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg)
 {
     if (!s || !msg)
         return VARLOG_ERR_INVALID_ARG;
-    pthread_mutex_lock(&s->mu);
-    varlog_err_t err = send_refusal_locked(s);
-    pthread_mutex_unlock(&s->mu);
+    varlog_err_t err = send_refusal(s);
     if (err != VARLOG_OK)
         return err;
     /* Encode outside the lock: it is the expensive part and needs no shared state. */
@@ -421,9 +429,7 @@ varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t he
 {
     if (!s || (!head && head_len))
         return VARLOG_ERR_INVALID_ARG;
-    pthread_mutex_lock(&s->mu);
-    varlog_err_t err = send_refusal_locked(s);
-    pthread_mutex_unlock(&s->mu);
+    varlog_err_t err = send_refusal(s);
     if (err != VARLOG_OK)
         return err;
     /* A head this small is inlined in the slice itself: no allocation. The byte buffer takes
