@@ -44,20 +44,37 @@ varlog_conf_t *cf_conf(client_fixture_t *f, ...)
     return conf;
 }
 
-void cf_start(client_fixture_t *f, int32_t topics, int32_t log_streams, ...)
+static void start_va(client_fixture_t *f, int32_t topics, int32_t log_streams,
+                     void (*adjust)(varlog_conf_t *, void *), void *arg, va_list ap)
 {
     memset(f, 0, sizeof(*f));
     varlog_server_opts_t o = {.topics = topics, .log_streams_per_topic = log_streams};
     assert_int_equal(varlog_server_start(&o, &f->srv), VARLOG_OK);
-    va_list ap;
-    va_start(ap, log_streams);
     varlog_conf_t *conf = cf_conf_va(f, ap);
-    va_end(ap);
+    if (adjust)
+        adjust(conf, arg);
     char err[512];
     varlog_err_t rc = varlog_client_new(&conf, &f->client, err, sizeof(err));
     if (rc != VARLOG_OK)
         fail_msg("varlog_client_new: %s: %s", varlog_err_name(rc), err);
     assert_null(conf);
+}
+
+void cf_start(client_fixture_t *f, int32_t topics, int32_t log_streams, ...)
+{
+    va_list ap;
+    va_start(ap, log_streams);
+    start_va(f, topics, log_streams, NULL, NULL, ap);
+    va_end(ap);
+}
+
+void cf_start_adjusted(client_fixture_t *f, int32_t topics, int32_t log_streams,
+                       void (*adjust)(varlog_conf_t *conf, void *arg), void *arg, ...)
+{
+    va_list ap;
+    va_start(ap, arg);
+    start_va(f, topics, log_streams, adjust, arg, ap);
+    va_end(ap);
 }
 
 void cf_stop(client_fixture_t *f)

@@ -25,6 +25,11 @@ typedef struct client_fixture {
  * Fails the running cmocka test on any error. */
 void cf_start(client_fixture_t *f, int32_t topics, int32_t log_streams, ...);
 
+/* As cf_start, with adjust(conf, arg) called on the configuration before the client opens
+ * (for what pairs cannot say, such as a log callback). */
+void cf_start_adjusted(client_fixture_t *f, int32_t topics, int32_t log_streams,
+                       void (*adjust)(varlog_conf_t *conf, void *arg), void *arg, ...);
+
 /* A configuration for the fixture's server with the same defaults and pairs as cf_start. */
 varlog_conf_t *cf_conf(client_fixture_t *f, ...);
 varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap);

@@ -114,20 +114,17 @@ static void log_cb(void *opaque, varlog_log_level_t level, varlog_log_ctx_t ctx,
     pthread_mutex_unlock(&cb.mu);
 }
 
-static void open_client(client_fixture_t *f, int32_t log_streams, ...)
+static void set_log_cb(varlog_conf_t *conf, void *arg)
 {
-    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = log_streams};
-    assert_int_equal(varlog_server_start(&o, &f->srv), VARLOG_OK);
-    va_list ap;
-    va_start(ap, log_streams);
-    varlog_conf_t *conf = cf_conf_va(f, ap);
-    va_end(ap);
-    char err[256];
-    assert_int_equal(varlog_conf_set(conf, "log.level", "notice", err, sizeof(err)), VARLOG_OK);
+    (void)arg;
     varlog_conf_set_log_cb(conf, log_cb, NULL);
-    assert_int_equal(varlog_client_new(&conf, &f->client, err, sizeof(err)), VARLOG_OK);
+}
+
+/* The client the callback appends with. */
+static void cb_set_client(varlog_client_t *client)
+{
     pthread_mutex_lock(&cb.mu);
-    cb.client = f->client;
+    cb.client = client;
     pthread_mutex_unlock(&cb.mu);
 }
 
@@ -173,8 +170,9 @@ static void test_stalled_retry_handler_outlives_watchdog(void **state)
     cb_reset(ACT_BLOCK);
     client_fixture_t f = {0};
     /* Watchdog = caller's time left + lookup wait + metadata call timeout + 1 s. */
-    open_client(&f, 2, "append.retry.backoff.ms", "1", "metadata.call.timeout.ms", "100",
-                "lookup.batch.wait.ms", "0", NULL);
+    cf_start_adjusted(&f, 1, 2, set_log_cb, NULL, "log.level", "notice", "append.retry.backoff.ms",
+                      "1", "metadata.call.timeout.ms", "100", "lookup.batch.wait.ms", "0", NULL);
+    cb_set_client(f.client);
     /* First pick refuses (denied on this thread), the retry's pick refuses too: its deny
      * line is logged on the retry worker, where the callback blocks. */
     assert_int_equal(
@@ -208,8 +206,9 @@ static void test_append_from_callback_on_the_only_worker(void **state)
     (void)state;
     cb_reset(ACT_APPEND);
     client_fixture_t f = {0};
-    open_client(&f, 2, "retry.workers", "1", "lookup.batch.size", "1", "append.retry.backoff.ms",
-                "1", NULL);
+    cf_start_adjusted(&f, 1, 2, set_log_cb, NULL, "log.level", "notice", "retry.workers", "1",
+                      "lookup.batch.size", "1", "append.retry.backoff.ms", "1", NULL);
+    cb_set_client(f.client);
     /* Outer attempt, outer retry (deny line on the worker) and the inner first attempt. */
     assert_int_equal(
         varlog_server_fail_next(f.srv, CF_PATH_APPEND, GRPC_UNAVAILABLE, "not primary replica", 3),
@@ -267,8 +266,9 @@ static void test_destroy_ends_retries_that_cannot_start(void **state)
     (void)state;
     cb_reset(ACT_WAIT_OTHER);
     client_fixture_t f = {0};
-    open_client(&f, 2, "retry.workers", "1", "lookup.batch.size", "1", "append.retry.backoff.ms",
-                "1", NULL);
+    cf_start_adjusted(&f, 1, 2, set_log_cb, NULL, "log.level", "notice", "retry.workers", "1",
+                      "lookup.batch.size", "1", "append.retry.backoff.ms", "1", NULL);
+    cb_set_client(f.client);
     assert_int_equal(
         varlog_server_fail_next(f.srv, CF_PATH_APPEND, GRPC_UNAVAILABLE, "not primary replica", 3),
         VARLOG_OK);
