@@ -98,6 +98,32 @@ static const conf_property_t props[] = {
              "Most records one append call accepts."),
     INT_PROP("append.batch.max.bytes", append_batch_max_bytes, "67108864", 1, INT32_MAX, "bytes",
              "Most payload bytes one append call accepts (the sum of its records' sizes)."),
+    INT_PROP("appender.pipeline.depth", appender_pipeline_depth, "2", 1, 64, "requests",
+             "AppendRequests a pipelined appender keeps in flight on each Append stream before "
+             "it waits for an answer. Varlog's Go client uses 2; a Varlog storage node reads "
+             "up to 8 ahead per stream, so more mostly adds buffering."),
+    INT_PROP("appender.linger.ms", appender_linger_ms, "5", 0, 60000, MS,
+             "How long a pipelined appender waits for more records before it sends a batch "
+             "that is not full. While every pipeline is full, records keep joining the open "
+             "batch whatever this says; flush and close do not wait for it."),
+    INT_PROP("appender.batch.max.records", appender_batch_max_records, "1000", 1, 1000000,
+             "records",
+             "Most records a pipelined appender packs into one AppendRequest, and most records "
+             "one varlog_appender_append call accepts. Must not exceed append.batch.max.records "
+             "or appender.queue.max.records."),
+    INT_PROP("appender.batch.max.bytes", appender_batch_max_bytes, "1048576", 1, INT32_MAX, "bytes",
+             "Most payload bytes a pipelined appender packs into one AppendRequest, and most one "
+             "varlog_appender_append call accepts. Each transmit-queue slot reserves this much "
+             "(address space; memory as it is used). Must not exceed append.batch.max.bytes or "
+             "appender.queue.max.bytes."),
+    INT_PROP("appender.queue.max.records", appender_queue_max_records, "100000", 1, INT32_MAX,
+             "records",
+             "Most records a pipelined appender holds, from the append call until its callback "
+             "returned; appends beyond it wait (up to their timeout) or fail with QUEUE_FULL."),
+    INT_PROP("appender.queue.max.bytes", appender_queue_max_bytes, "67108864", 1, INT64_MAX,
+             "bytes",
+             "Most payload bytes a pipelined appender holds, counted as "
+             "appender.queue.max.records."),
     INT_PROP("retry.workers", retry_workers, "8", 1, 256, "threads",
              "Worker threads that run append retries."),
     INT_PROP("lookup.batch.size", lookup_batch_size, "8", 0, 100, "keys",
@@ -644,5 +670,27 @@ varlog_err_t conf_validate(const varlog_conf_t *conf)
                            ") is greater than append.batch.max.bytes (%" PRId64
                            "): such a record could never be appended",
                            conf->append_record_max_bytes, conf->append_batch_max_bytes);
+    if (conf->appender_batch_max_records > conf->append_batch_max_records)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender.batch.max.records (%" PRId64
+                           ") is greater than append.batch.max.records (%" PRId64 ")",
+                           conf->appender_batch_max_records, conf->append_batch_max_records);
+    if (conf->appender_batch_max_bytes > conf->append_batch_max_bytes)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender.batch.max.bytes (%" PRId64
+                           ") is greater than append.batch.max.bytes (%" PRId64 ")",
+                           conf->appender_batch_max_bytes, conf->append_batch_max_bytes);
+    if (conf->appender_batch_max_records > conf->appender_queue_max_records)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender.batch.max.records (%" PRId64
+                           ") is greater than appender.queue.max.records (%" PRId64
+                           "): a full batch could never be queued",
+                           conf->appender_batch_max_records, conf->appender_queue_max_records);
+    if (conf->appender_batch_max_bytes > conf->appender_queue_max_bytes)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender.batch.max.bytes (%" PRId64
+                           ") is greater than appender.queue.max.bytes (%" PRId64
+                           "): a full batch could never be queued",
+                           conf->appender_batch_max_bytes, conf->appender_queue_max_bytes);
     return VARLOG_OK;
 }

@@ -24,6 +24,12 @@ struct varlog_conf {
     int64_t append_record_max_bytes;
     int64_t append_batch_max_records;
     int64_t append_batch_max_bytes;
+    int64_t appender_pipeline_depth;
+    int64_t appender_linger_ms;
+    int64_t appender_batch_max_records;
+    int64_t appender_batch_max_bytes;
+    int64_t appender_queue_max_records;
+    int64_t appender_queue_max_bytes;
     int64_t retry_workers;
     int64_t lookup_batch_size; /* 0 = batching off */
     int64_t lookup_batch_wait_ms;

@@ -8,5 +8,6 @@
 #include "varlog/log.h"
 #include "varlog/conf.h"
 #include "varlog/client.h"
+#include "varlog/appender.h"
 
 #endif

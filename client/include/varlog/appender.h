@@ -1,0 +1,174 @@
+#ifndef VARLOG_APPENDER_H
+#define VARLOG_APPENDER_H
+
+/*
+ * The pipelined appender: append calls that return as soon as their records are queued, and
+ * a callback per call with the outcome. Records of many calls are packed into one
+ * AppendRequest and several requests are in flight on one long-lived Append stream per log
+ * stream, so one producer thread stores hundreds of thousands of records per second where
+ * varlog_append, which waits a round trip per call, stores thousands.
+ *
+ * Two modes:
+ *   - bound to one log stream (log_stream > 0), as Varlog's Go LogStreamAppender;
+ *   - topic-wide (log_stream 0): one Append stream per appendable log stream of the topic;
+ *     each batch goes to the log stream with the most room in its pipeline, avoiding log
+ *     streams that are sealed or were denied after a failure (the deny list of varlog_append),
+ *     and log streams added to the topic are used once the client's metadata shows them.
+ *
+ * Threads: each appender owns one thread ("varlog-appender") that packs and sends batches,
+ * matches responses and runs every callback of the appender, one at a time, never with a
+ * library lock held and never on gRPC's I/O thread. Producer threads only copy records into
+ * the transmit queue.
+ *
+ * Transmit queue: a fixed set of batch slots allocated when the appender is created
+ * (per log stream: appender.pipeline.depth in flight, one waiting, plus the batch being
+ * filled), each with room for appender.batch.max.records records and
+ * appender.batch.max.bytes bytes. Records are encoded into the open slot as they arrive and
+ * the slot's bytes are what gRPC sends: no copy, no allocation per append once the
+ * appender's result objects have warmed up.
+ *
+ * Batching: a batch is closed when it is full (records or bytes), when appender.linger.ms
+ * passed since its first record and a log stream has room in its pipeline, or on flush and
+ * close. While every pipeline is full, new records keep filling the open batch.
+ *
+ * Outcome and order. Every append call gets exactly one callback:
+ *   - success: err VARLOG_OK, outcome APPENDED, metas[i] the position of record i;
+ *   - failure: an error and an outcome, NOT_APPENDED (certainly not stored) or
+ *     MAYBE_APPENDED (its request was sent and no answer came: it may be stored), with the
+ *     same rules as varlog_append (docs/ARCHITECTURE.md, the outcome table).
+ * The records of one call are stored together, in one log stream, with consecutive GLSNs
+ * and LLSNs, or not at all. Calls made one after another (by one thread, or ordered by the
+ * application) are stored in that order within a log stream and their callbacks run in that
+ * order for the log stream. In topic mode a batch moved to another log stream after a
+ * failure is stored after the batches already sent there, and callbacks of different log
+ * streams interleave in the order their answers arrive.
+ *
+ * Failures: when an Append stream fails, every batch on it gets an outcome. Batches certainly
+ * not stored are sent again after a jittered backoff (append.retries, append.retry.backoff.ms
+ * and .max.ms, a metadata lookup before each, shared with other retries through the client's
+ * lookup batcher), in topic mode to another log stream; batches that may have been stored
+ * are sent again only when append.retry.maybe.appended is true, otherwise their calls fail
+ * with MAYBE_APPENDED. A batch without an answer for append.attempt.timeout.ms ends its
+ * stream as a hung node would (MAYBE_APPENDED, the log stream is denied). A new stream is
+ * opened for the next batches.
+ *
+ * Memory: pending records and bytes (queued, in flight, or waiting for their callback) are
+ * bounded by appender.queue.max.records and appender.queue.max.bytes, and by the transmit
+ * queue's slots. A record counts until its call's callback has returned.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varlog/client.h"
+#include "varlog/error.h"
+#include "varlog/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct varlog_appender varlog_appender_t;
+
+/* What a callback receives. Valid only during the callback: copy what must outlive it. */
+typedef struct varlog_append_result {
+    varlog_err_t err;         /* VARLOG_OK when the records were stored */
+    varlog_outcome_t outcome; /* APPENDED, NOT_APPENDED or MAYBE_APPENDED */
+    size_t n;                 /* records of the call */
+    /* n positions on success, in record order; NULL on failure */
+    const varlog_entry_meta_t *metas;
+    /* on failure, what happened and where (log stream, node, attempt); "" on success */
+    const char *errtext;
+} varlog_append_result_t;
+
+/* Runs on the appender's thread, once per append call, never with a library lock held. It
+ * may call varlog_appender_append on any appender (with timeout 0 on its own appender:
+ * waiting there for room that only its own return can free would wait for ever) and any
+ * client function; varlog_appender_flush and varlog_appender_close on its own appender
+ * return VARLOG_ERR_STATE. A slow callback delays the callbacks after it and, once the
+ * queue is full, the producers. */
+typedef void varlog_append_cb(const varlog_append_result_t *result, void *opaque);
+
+/*
+ * Creates an appender for topic_id: bound to log_stream_id when it is > 0, topic-wide when it
+ * is 0. Streams are opened on first use, so creating an appender sends nothing; an unknown
+ * topic or log stream gets one metadata refresh before it is refused.
+ *
+ * Ownership: *out receives the appender, owned by the caller until varlog_appender_close.
+ * client must outlive the appender's use; varlog_client_destroy with appenders open closes
+ * them as varlog_appender_close(.., 0) would (their queued and in-flight calls get CLOSED
+ * callbacks) and leaves each handle valid only for varlog_appender_close, which then frees it.
+ * Blocks: for the refresh an unknown id needs (up to metadata.call.timeout.ms).
+ * Errors: INVALID_ARG (NULL client or out, topic id below 1, negative log stream id),
+ * UNKNOWN_TOPIC, UNKNOWN_LOG_STREAM, the RPC_* code of a refresh that failed, CLOSED (the
+ * client is closing), NOMEM, INTERNAL (the thread could not be started).
+ */
+VARLOG_API varlog_err_t varlog_appender_new(varlog_client_t *client, int32_t topic_id,
+                                            int32_t log_stream_id, varlog_appender_t **out);
+
+/*
+ * Queues records[0..n) as one append call; cb(result, opaque) runs once when its fate is
+ * known. Returns without waiting for the network.
+ *
+ * Ownership: records and their bytes are copied before the call returns; the caller may
+ * reuse them at once. cb is required; opaque is the caller's.
+ * Blocks: while the queue is full (appender.queue.max.records or .max.bytes reached, or
+ * every batch slot taken), up to timeout_ms: 0 = not at all, -1 = until there is room.
+ * Errors, after which cb is never called and nothing was queued: INVALID_ARG (NULL app,
+ * records or cb, n 0, an empty record, a record above append.record.max.bytes, more than
+ * appender.batch.max.records records or appender.batch.max.bytes bytes in one call,
+ * timeout_ms below -1), QUEUE_FULL (no room within timeout_ms), CLOSED (the appender or its
+ * client is closing).
+ */
+VARLOG_API varlog_err_t varlog_appender_append(varlog_appender_t *app,
+                                               const varlog_record_t *records, size_t n,
+                                               int64_t timeout_ms, varlog_append_cb *cb,
+                                               void *opaque);
+
+/*
+ * Sends what is queued without waiting for appender.linger.ms and waits until the callback of
+ * every call queued before flush began has returned. still_pending (optional) receives the
+ * number of append calls whose callback has not returned yet (0 on OK).
+ * Blocks: up to timeout_ms (-1 = until done, 0 = only starts the sending and reports).
+ * Errors: INVALID_ARG (NULL), TIMED_OUT (calls still pending at the timeout; they go on),
+ * STATE (called from one of this appender's callbacks, which would wait for itself).
+ */
+VARLOG_API varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t timeout_ms,
+                                              size_t *still_pending);
+
+/*
+ * Stops intake (later appends fail with CLOSED), flushes for up to timeout_ms, then ends the
+ * appender's streams: calls still queued get CLOSED and NOT_APPENDED, calls in flight get
+ * CLOSED and MAYBE_APPENDED, each through its callback. Then joins the appender's thread and
+ * frees the appender; *app is set to NULL. No callback of this appender runs after close
+ * returns.
+ * Blocks: up to timeout_ms for the flush (-1 = until every call settled, however long the
+ * retries take), then for as long as the remaining callbacks take to run; ending the
+ * streams does not wait for the network. Accepts NULL and *app NULL.
+ * Errors: OK when every call queued before close was settled by the flush, TIMED_OUT when
+ * some had to be failed with CLOSED, STATE (called from one of its own callbacks: nothing
+ * is done).
+ */
+VARLOG_API varlog_err_t varlog_appender_close(varlog_appender_t **app, int64_t timeout_ms);
+
+/* Counters and gauges of one appender. */
+typedef struct varlog_appender_stats {
+    uint64_t calls_appended;   /* callbacks with APPENDED */
+    uint64_t calls_failed;     /* callbacks with an error */
+    uint64_t records_appended; /* records stored */
+    uint64_t batches_sent;     /* AppendRequests sent (retries included) */
+    uint64_t batches_retried;  /* batches sent again after a failure */
+    uint64_t streams_opened;   /* Append streams opened */
+    uint64_t queue_full;       /* appends that returned QUEUE_FULL */
+    uint64_t pending_calls;    /* calls queued, in flight or in their callback */
+    uint64_t pending_records;  /* their records */
+    uint64_t pending_bytes;    /* their payload bytes */
+    uint64_t inflight_batches; /* requests sent and not yet answered */
+} varlog_appender_stats_t;
+
+/* Fills *out. Does not block beyond a brief internal lock. Errors: INVALID_ARG (NULL). */
+VARLOG_API varlog_err_t varlog_appender_stats(varlog_appender_t *app, varlog_appender_stats_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
