@@ -336,7 +336,8 @@ static void test_bad_input(void **state)
     (void)state;
     client_fixture_t f;
     cf_start(&f, 1, 1, "append.record.max.bytes", "8", "append.batch.max.records", "3",
-             "append.batch.max.bytes", "10", NULL);
+             "append.batch.max.bytes", "10", "appender.batch.max.records", "3",
+             "appender.batch.max.bytes", "10", NULL);
     varlog_record_t ok = cf_record("x");
     varlog_record_t empty = {.data = "", .len = 0};
     varlog_record_t null_data = {.data = NULL, .len = 3};

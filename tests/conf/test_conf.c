@@ -44,6 +44,14 @@ static const struct prop_case cases[] = {
     {"append.batch.max.records", "10000", "1000000", "many", "0", "1000001", "[1, 1000000]"},
     {"append.batch.max.bytes", "67108864", "2147483647", "64M", "0", "2147483648",
      "[1, 2147483647]"},
+    {"appender.pipeline.depth", "2", "64", "two", "0", "65", "[1, 64]"},
+    {"appender.linger.ms", "5", "0", "5ms", "-1", "60001", "[0, 60000]"},
+    {"appender.batch.max.records", "1000", "10000", "1k", "0", "1000001", "[1, 1000000]"},
+    {"appender.batch.max.bytes", "1048576", "65536", "1MiB", "0", "2147483648", "[1, 2147483647]"},
+    {"appender.queue.max.records", "100000", "2000000", "lots", "0", "2147483648",
+     "[1, 2147483647]"},
+    {"appender.queue.max.bytes", "67108864", "1073741824", "64M", "0", "9223372036854775808",
+     "[1, 9223372036854775807]"},
     {"retry.workers", "8", "256", "eight", "0", "257", "[1, 256]"},
     {"lookup.batch.size", "8", "0", "8 keys", "-1", "101", "[0, 100]"},
     {"lookup.batch.wait.ms", "5", "60000", "5ms", "-1", "60001", "[0, 60000]"},
@@ -708,6 +716,28 @@ static void test_validate_record_vs_batch(void **state)
     varlog_conf_destroy(conf);
 }
 
+static void test_validate_appender_limits(void **state)
+{
+    (void)state;
+    varlog_conf_t *conf = valid_conf();
+    set_ok(conf, "append.batch.max.records", "500");
+    assert_invalid(conf, "appender.batch.max.records (1000)", "append.batch.max.records (500)");
+    set_ok(conf, "appender.batch.max.records", "500");
+    assert_int_equal(conf_validate(conf), VARLOG_OK);
+    set_ok(conf, "appender.queue.max.records", "499");
+    assert_invalid(conf, "appender.batch.max.records (500)", "appender.queue.max.records (499)");
+    set_ok(conf, "appender.queue.max.records", "500");
+    set_ok(conf, "appender.batch.max.bytes", "67108865");
+    assert_invalid(conf, "appender.batch.max.bytes (67108865)",
+                   "append.batch.max.bytes (67108864)");
+    set_ok(conf, "appender.batch.max.bytes", "65536");
+    set_ok(conf, "appender.queue.max.bytes", "65535");
+    assert_invalid(conf, "appender.batch.max.bytes (65536)", "appender.queue.max.bytes (65535)");
+    set_ok(conf, "appender.queue.max.bytes", "65536");
+    assert_int_equal(conf_validate(conf), VARLOG_OK);
+    varlog_conf_destroy(conf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -737,6 +767,7 @@ int main(void)
         cmocka_unit_test(test_validate_backoff),
         cmocka_unit_test(test_validate_lookup_batch),
         cmocka_unit_test(test_validate_record_vs_batch),
+        cmocka_unit_test(test_validate_appender_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
