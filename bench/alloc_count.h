@@ -11,4 +11,10 @@
 uint64_t alloc_count_allocs(void);
 uint64_t alloc_count_bytes(void);
 
+/* Every allocation of the process, shared libraries included, since it started: defined by
+ * alloc_all.c (which interposes malloc and its kin in the executable), so only in programs
+ * linked with it. */
+uint64_t alloc_count_all_allocs(void);
+uint64_t alloc_count_all_bytes(void);
+
 #endif

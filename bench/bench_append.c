@@ -1,37 +1,61 @@
-/* bench_append: the synchronous append path (varlog_append_to, varlog_append) against the
- * embedded server in the same process, or against any Varlog cluster, printed as Go
- * benchmark lines.
+/* bench_append: the append paths, printed as Go benchmark lines.
  *
- *   bench_append [-mr HOST:PORT[,HOST:PORT...]] [-topic ID]
- *                [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
+ *   bench_append [-mr HOST:PORT[,HOST:PORT...]] [-topic ID] [-logstream ID] [-inproc]
+ *                [-server PATH] [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]
  *
- * -mr: the metadata repository of a cluster to benchmark (a real Varlog cluster or a
- * varlog-server in another process, which is how to measure the client's own CPU) instead of
- * the embedded server; -topic (default 1) the topic to append to there, whose first log
- * stream AppendTo uses. The AppendRetry benchmarks need the embedded server's fault
- * injection and are left out with -mr. Records appended to a cluster stay there.
+ * (-benchtime, -count, -bench and FILTER: see harness.h. FILTER keeps the benchmarks whose
+ * full name contains it, so "BenchmarkAppender/size=100/batch=1000/depth=2/producers=1" runs
+ * one row and "Appender/size=100/" the 100-byte rows.)
  *
- * Each benchmark (and each -count repetition) gets a fresh server (1 topic, 2 log streams)
- * and a fresh client, so that deny lists, stored records and fault settings never carry
- * over; opening them, and a warm-up of about 100 ms on the same client, are not measured.
- * Then, as Go's testing package does, rounds of b.N calls run until one takes at least
- * -benchtime (default 1 s); that round is reported. With -benchtime=Nx one round of exactly
- * N calls runs after the warm-up. FILTER keeps the benchmarks whose full name
- * ("BenchmarkAppendTo/batch=1/size=100") contains it.
+ * Two families of rows:
  *
- * Line format: name-GOMAXPROCS, iterations, ns/op, MB/s (payload bytes of one call, as Go's
- * b.SetBytes), B/op, allocs/op, and a trailing records/s metric (records stored per second:
- * batch x calls / elapsed). An op is one append call, whatever its batch.
+ *   AppendTo/..., Append/..., AppendParallel/..., AppendRetry/...: the synchronous calls
+ *   (varlog_append_to, varlog_append), an op being one call of `batch` records, against the
+ *   embedded server in this process (or -mr).
  *
- * Allocations: malloc/calloc/realloc are wrapped at link time (-Wl,--wrap, alloc_count.c)
- * and counted process-wide while the clock runs, so B/op and allocs/op include the
- * embedded server (the request handler, the in-memory store's copy of every record) and
- * every client thread, because they share this process. The wrap only rewrites references
- * made by objects linked statically into this executable: libvarlog's client, server, pool
- * and the generated protobuf-c code. Shared libraries call the real malloc directly, so
- * what libgrpc_unsecure, libgpr, absl and libprotobuf-c allocate (gRPC slices, byte
- * buffers, call and stream state, unpacked protobuf messages) is NOT counted; neither is
- * what glibc allocates for itself. B/op counts requested bytes (realloc: the new size). */
+ *   Appender/size=S/batch=B/depth=D/producers=P: the pipelined appender (varlog/appender.h)
+ *   with appender.batch.max.records = B and appender.pipeline.depth = D. P producer threads
+ *   share b.N single-record calls (varlog_appender_append with n 1 and timeout -1, a callback
+ *   that counts); an op is one record. After the loop the round flushes, and the clock stops
+ *   when the last callback has returned. By default these rows run against a varlog-server
+ *   started as a child process (-server PATH, default the one built with this program), so
+ *   that the benchmark process's CPU time is the client's alone; -inproc runs them against
+ *   the embedded server in this process instead (then CPU and allocations include the
+ *   server's).
+ *
+ * -mr: the metadata repository of a cluster to benchmark (a real Varlog cluster, or a
+ * varlog-server started by hand) instead of the embedded or child server, for both
+ * families; -topic (default 1) the topic to append to there; -logstream (default 1) the log
+ * stream of the appender rows (0: a topic-wide appender), while AppendTo uses the topic's
+ * first log stream. The AppendRetry benchmarks need the embedded server's fault injection and
+ * are left out with -mr. Records appended to a cluster stay there.
+ *
+ * Each benchmark (and each -count repetition) gets a fresh server (embedded: 1 topic, 2 log
+ * streams; child: 1 topic, 1 log stream, --max-bytes 8 GiB) and a fresh client (and
+ * appender), so that deny lists, stored records and fault settings never carry over;
+ * opening them, and a warm-up of about 100 ms on the same client, are not measured. Then, as
+ * Go's testing package does, rounds of b.N ops run until one takes at least -benchtime
+ * (default 1 s); that round is reported. With -benchtime=Nx one round of exactly N ops runs
+ * after the warm-up.
+ *
+ * Line format: name-GOMAXPROCS, iterations, ns/op, MB/s (payload bytes of one op, as Go's
+ * b.SetBytes), B/op, allocs/op (averages with decimals), then extra metrics:
+ *   records/s        records stored per second (batch x ops / elapsed);
+ *   cpu-us/record    (Appender rows) user + system CPU time of this whole process
+ *                    (getrusage RUSAGE_SELF, every thread: producers, the appender's thread,
+ *                    gRPC's) over the round, per record;
+ *   srv-cpu-us/record (Appender rows against a child server) the child's CPU time per record
+ *                    (/proc/PID/stat, 10 ms ticks);
+ *   all-allocs/op    every allocation of the process per op, gRPC's included (alloc_all.c);
+ *   records/batch    (Appender rows) records per AppendRequest sent (appender stats).
+ *
+ * Allocations: B/op and allocs/op count what libvarlog's own code allocates (malloc, calloc
+ * and realloc wrapped at link time, -Wl,--wrap, alloc_count.c): the client, the pool, the
+ * generated protobuf-c code, and the embedded server when it runs in this process. They are
+ * process-wide (every thread) while the clock runs. all-allocs/op adds what shared libraries
+ * allocate (gRPC slices, byte buffers, call state, unpacked protobuf messages, absl,
+ * libstdc++), seen by interposing malloc in the executable (alloc_all.c). B/op counts
+ * requested bytes (realloc: the new size). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -39,11 +63,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
+#include "varlog/appender.h"
 #include "varlog/client.h"
 #include "varlog/conf.h"
 #include "varlog/server.h"
+#include "alloc_count.h"
+#include "child_server.h"
 #include "harness.h"
+
+#ifndef VARLOG_SERVER_PROGRAM
+#define VARLOG_SERVER_PROGRAM "varlog-server"
+#endif
 
 #define APPEND_TIMEOUT_MS 30000
 #define MAX_BATCH 16
@@ -79,65 +111,77 @@ typedef struct env {
 
 static uint8_t payload[MAX_SIZE];
 
-/* -mr and -topic: NULL = the embedded server. */
+/* -mr, -topic, -logstream, -inproc, -server. cluster_address NULL: our own server. */
 static const char *cluster_address;
 static int32_t topic_id = 1;
+static int32_t appender_log_stream = 1;
+static bool appender_inproc;
+static const char *server_program = VARLOG_SERVER_PROGRAM;
+
+#define SERVER_MAX_BYTES (8ULL << 30)
+
+/* A client of the metadata repository at address with the bench's base properties, then the
+ * name, value pairs of extra (NULL-terminated; NULL for none). */
+static int client_open(const char *address, const char *const *extra, varlog_client_t **out)
+{
+    varlog_conf_t *conf = varlog_conf_new();
+    char err[512];
+    if (!conf) {
+        fprintf(stderr, "varlog_conf_new: out of memory\n");
+        return -1;
+    }
+    const char *base[] = {"metadata.addresses",
+                          address,
+                          "metadata.refresh.interval.ms",
+                          "0",
+                          "log.level",
+                          "err",
+                          NULL};
+    for (int pass = 0; pass < 2; pass++) {
+        const char *const *kv = pass == 0 ? base : extra;
+        for (size_t i = 0; kv && kv[i]; i += 2) {
+            if (varlog_conf_set(conf, kv[i], kv[i + 1], err, sizeof(err)) != VARLOG_OK) {
+                fprintf(stderr, "conf: %s\n", err);
+                varlog_conf_destroy(conf);
+                return -1;
+            }
+        }
+    }
+    varlog_err_t rc = varlog_client_new(&conf, out, err, sizeof(err));
+    if (rc != VARLOG_OK) {
+        fprintf(stderr, "varlog_client_new: %s: %s\n", varlog_err_name(rc), err);
+        varlog_conf_destroy(conf);
+        return -1;
+    }
+    return 0;
+}
 
 static int env_open(env_t *e, const bcase_t *c)
 {
-    varlog_err_t rc;
     if (!cluster_address) {
-        varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 2, .max_bytes = 8ULL << 30};
-        rc = varlog_server_start(&o, &e->srv);
+        varlog_server_opts_t o = {
+            .topics = 1, .log_streams_per_topic = 2, .max_bytes = SERVER_MAX_BYTES};
+        varlog_err_t rc = varlog_server_start(&o, &e->srv);
         if (rc != VARLOG_OK) {
             fprintf(stderr, "varlog_server_start: %s: %s\n", varlog_err_name(rc),
                     varlog_last_error());
             return -1;
         }
     }
-    varlog_conf_t *conf = varlog_conf_new();
-    char err[512];
-    if (!conf) {
-        fprintf(stderr, "varlog_conf_new: out of memory\n");
+    if (client_open(e->srv ? varlog_server_address(e->srv) : cluster_address, c->conf,
+                    &e->client) != 0)
         goto fail;
-    }
-    const char *base[] = {"metadata.addresses",
-                          e->srv ? varlog_server_address(e->srv) : cluster_address,
-                          "metadata.refresh.interval.ms",
-                          "0",
-                          "log.level",
-                          "err",
-                          NULL};
-    for (size_t i = 0; base[i]; i += 2) {
-        if (varlog_conf_set(conf, base[i], base[i + 1], err, sizeof(err)) != VARLOG_OK) {
-            fprintf(stderr, "conf: %s\n", err);
-            goto fail;
-        }
-    }
-    for (size_t i = 0; c->conf[i]; i += 2) {
-        if (varlog_conf_set(conf, c->conf[i], c->conf[i + 1], err, sizeof(err)) != VARLOG_OK) {
-            fprintf(stderr, "conf: %s\n", err);
-            goto fail;
-        }
-    }
-    rc = varlog_client_new(&conf, &e->client, err, sizeof(err));
-    if (rc != VARLOG_OK) {
-        fprintf(stderr, "varlog_client_new: %s: %s\n", varlog_err_name(rc), err);
-        goto fail;
-    }
     size_t n = 0;
-    rc = varlog_client_log_streams(e->client, topic_id, &e->log_stream, 1, &n);
+    varlog_err_t rc = varlog_client_log_streams(e->client, topic_id, &e->log_stream, 1, &n);
     if (rc != VARLOG_OK || n == 0) {
         fprintf(stderr, "topic %d: %s\n", topic_id,
                 rc != VARLOG_OK ? varlog_last_error() : "it has no log stream");
         varlog_client_destroy(e->client);
         e->client = NULL;
-        conf = NULL;
         goto fail;
     }
     return 0;
 fail:
-    varlog_conf_destroy(conf);
     varlog_server_destroy(e->srv);
     e->srv = NULL;
     return -1;
@@ -217,6 +261,7 @@ static void bench_round(bench_b_t *b)
     varlog_entry_meta_t metas[MAX_BATCH];
     make_records(c, recs);
     b_reset_timer(b);
+    uint64_t all0 = alloc_count_all_allocs();
     if (c->threads == 0) {
         for (long i = 0; i < b->n; i++) {
             if (c->refuse_first) {
@@ -258,6 +303,7 @@ static void bench_round(bench_b_t *b)
         if (create_failed)
             return append_fail(b, "pthread_create", VARLOG_ERR_INTERNAL, NULL);
     }
+    uint64_t all1 = alloc_count_all_allocs();
     b_stop_timer(b);
     varlog_client_stats(e->client, &s1);
     uint64_t ok = s1.appends_ok - s0.appends_ok, retries = s1.append_retries - s0.append_retries;
@@ -271,41 +317,319 @@ static void bench_round(bench_b_t *b)
     double secs = (double)b_elapsed_ns(b) / 1e9;
     b_set_bytes(b, (int64_t)(c->batch * c->size));
     b_report_metric(b, secs > 0 ? (double)c->batch * (double)b->n / secs : 0, "records/s");
+    /* With refusals armed between calls the server's copies of the fault are in it too. */
+    if (!c->refuse_first)
+        b_report_metric(b, (double)(all1 - all0) / (double)b->n, "all-allocs/op");
 }
 
-/* Takes -mr and -topic (also as -flag=value) out of argv; the rest goes to the harness.
- * Returns false on a bad value. */
-static bool take_cluster_flags(int *argc, char **argv)
+/* ---- pipelined appender rows --------------------------------------------------------- */
+
+#define MAX_PRODUCERS 16
+#define FLUSH_TIMEOUT_MS 60000
+#define CLOSE_TIMEOUT_MS 30000
+
+typedef struct pcase {
+    char name[96];
+    size_t size;   /* bytes per record */
+    int batch;     /* appender.batch.max.records */
+    int depth;     /* appender.pipeline.depth */
+    int producers; /* threads sharing b.N */
+} pcase_t;
+
+typedef struct penv {
+    varlog_server_t *srv; /* -inproc */
+    pid_t child;          /* the varlog-server child, or -1 */
+    varlog_client_t *client;
+    varlog_appender_t *app;
+    /* Written by the appender's thread only (its callbacks run one at a time), read by the
+     * benchmark thread after a flush: relaxed loads and stores, no read-modify-write. */
+    atomic_uint_fast64_t records_done, calls_failed;
+    varlog_err_t first_err; /* of the first failed callback, with its text */
+    varlog_outcome_t first_outcome;
+    char first_text[384];
+} penv_t;
+
+static uint8_t appender_payload[MAX_SIZE];
+
+static void on_appended(const varlog_append_result_t *r, void *opaque)
+{
+    penv_t *e = opaque;
+    if (r->err != VARLOG_OK) {
+        uint_fast64_t f = atomic_load_explicit(&e->calls_failed, memory_order_relaxed);
+        if (f == 0) {
+            e->first_err = r->err;
+            e->first_outcome = r->outcome;
+            snprintf(e->first_text, sizeof(e->first_text), "%s", r->errtext ? r->errtext : "");
+        }
+        atomic_store_explicit(&e->calls_failed, f + 1, memory_order_relaxed);
+        return;
+    }
+    uint_fast64_t d = atomic_load_explicit(&e->records_done, memory_order_relaxed);
+    atomic_store_explicit(&e->records_done, d + r->n, memory_order_relaxed);
+}
+
+static void penv_close(penv_t *e)
+{
+    if (e->app) {
+        varlog_err_t rc = varlog_appender_close(&e->app, CLOSE_TIMEOUT_MS);
+        if (rc != VARLOG_OK)
+            fprintf(stderr, "varlog_appender_close: %s\n", varlog_err_name(rc));
+    }
+    varlog_client_destroy(e->client);
+    e->client = NULL;
+    varlog_server_destroy(e->srv);
+    e->srv = NULL;
+    child_server_stop(e->child);
+    e->child = -1;
+}
+
+/* Setup of one -count repetition: a fresh server (child, in-process, or the -mr cluster's),
+ * client and appender. */
+static void *penv_setup(const void *arg)
+{
+    const pcase_t *c = arg;
+    penv_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->child = -1;
+    char child_addr[64];
+    const char *address = cluster_address;
+    if (!address && appender_inproc) {
+        varlog_server_opts_t o = {
+            .topics = 1, .log_streams_per_topic = 1, .max_bytes = SERVER_MAX_BYTES};
+        varlog_err_t rc = varlog_server_start(&o, &e->srv);
+        if (rc != VARLOG_OK) {
+            fprintf(stderr, "varlog_server_start: %s: %s\n", varlog_err_name(rc),
+                    varlog_last_error());
+            goto fail;
+        }
+        address = varlog_server_address(e->srv);
+    } else if (!address) {
+        e->child = child_server_start(server_program, 1, 1, SERVER_MAX_BYTES, child_addr,
+                                      sizeof(child_addr));
+        if (e->child < 0)
+            goto fail;
+        address = child_addr;
+    }
+    char batch_s[16], depth_s[16];
+    snprintf(batch_s, sizeof(batch_s), "%d", c->batch);
+    snprintf(depth_s, sizeof(depth_s), "%d", c->depth);
+    const char *extra[] = {"appender.batch.max.records", batch_s, "appender.pipeline.depth",
+                           depth_s, NULL};
+    if (client_open(address, extra, &e->client) != 0)
+        goto fail;
+    varlog_err_t rc = varlog_appender_new(e->client, topic_id, appender_log_stream, &e->app);
+    if (rc != VARLOG_OK) {
+        fprintf(stderr, "varlog_appender_new(topic %d, log stream %d): %s: %s\n", topic_id,
+                appender_log_stream, varlog_err_name(rc), varlog_last_error());
+        goto fail;
+    }
+    return e;
+fail:
+    penv_close(e);
+    free(e);
+    return NULL;
+}
+
+static void penv_teardown(void *ctx)
+{
+    penv_close(ctx);
+    free(ctx);
+}
+
+typedef struct producer {
+    penv_t *e;
+    const pcase_t *c;
+    long n;
+    varlog_err_t rc;
+    char text[384];
+} producer_t;
+
+static void *producer_main(void *arg)
+{
+    producer_t *p = arg;
+    const varlog_record_t rec = {.data = appender_payload, .len = p->c->size};
+    for (long i = 0; i < p->n; i++) {
+        varlog_err_t rc = varlog_appender_append(p->e->app, &rec, 1, -1, on_appended, p->e);
+        if (rc != VARLOG_OK) {
+            p->rc = rc;
+            snprintf(p->text, sizeof(p->text), "%s", varlog_last_error());
+            break;
+        }
+    }
+    return NULL;
+}
+
+static int64_t rusage_us(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+           ru.ru_stime.tv_usec;
+}
+
+/* One round: b->n single-record calls split evenly over the producers, then a flush. */
+static void pipe_round(bench_b_t *b)
+{
+    const pcase_t *c = b->arg;
+    penv_t *e = b->ctx;
+    varlog_appender_stats_t s0, s1;
+    if (varlog_appender_stats(e->app, &s0) != VARLOG_OK)
+        return append_fail(b, "varlog_appender_stats", VARLOG_ERR_INTERNAL, NULL);
+    uint64_t done0 = atomic_load(&e->records_done);
+    int64_t srv0 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
+    int64_t cpu0 = rusage_us();
+    b_reset_timer(b);
+    uint64_t all0 = alloc_count_all_allocs();
+
+    producer_t p[MAX_PRODUCERS];
+    pthread_t th[MAX_PRODUCERS];
+    int started = 0;
+    for (int k = 0; k < c->producers; k++) {
+        long share = b->n / c->producers + (k < b->n % c->producers ? 1 : 0);
+        p[k] = (producer_t){.e = e, .c = c, .n = share, .rc = VARLOG_OK};
+    }
+    if (c->producers == 1) {
+        producer_main(&p[0]);
+        started = 1;
+    } else {
+        for (; started < c->producers; started++) {
+            if (pthread_create(&th[started], NULL, producer_main, &p[started]) != 0)
+                break;
+        }
+        for (int k = 0; k < started; k++)
+            pthread_join(th[k], NULL);
+    }
+    size_t pending = 0;
+    varlog_err_t frc = varlog_appender_flush(e->app, FLUSH_TIMEOUT_MS, &pending);
+
+    uint64_t all1 = alloc_count_all_allocs();
+    b_stop_timer(b);
+    int64_t cpu1 = rusage_us();
+    int64_t srv1 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
+    varlog_appender_stats(e->app, &s1);
+
+    if (started < c->producers)
+        return append_fail(b, "pthread_create", VARLOG_ERR_INTERNAL, NULL);
+    for (int k = 0; k < started; k++) {
+        if (p[k].rc != VARLOG_OK)
+            return append_fail(b, "varlog_appender_append", p[k].rc, p[k].text);
+    }
+    if (frc != VARLOG_OK) {
+        char t[96];
+        snprintf(t, sizeof(t), "%zu calls pending after %d ms", pending, FLUSH_TIMEOUT_MS);
+        return append_fail(b, "varlog_appender_flush", frc, t);
+    }
+    if (atomic_load(&e->calls_failed) != 0)
+        return append_fail(b, varlog_outcome_name(e->first_outcome), e->first_err, e->first_text);
+    uint64_t done = atomic_load(&e->records_done) - done0;
+    if (done != (uint64_t)b->n) {
+        char t[96];
+        snprintf(t, sizeof(t), "%llu records stored in %ld calls", (unsigned long long)done, b->n);
+        return append_fail(b, "callbacks differ from b.N", VARLOG_ERR_INTERNAL, t);
+    }
+
+    double secs = (double)b_elapsed_ns(b) / 1e9, n = (double)b->n;
+    b_set_bytes(b, (int64_t)c->size);
+    b_report_metric(b, secs > 0 ? n / secs : 0, "records/s");
+    b_report_metric(b, (double)(cpu1 - cpu0) / n, "cpu-us/record");
+    if (srv0 >= 0 && srv1 >= 0)
+        b_report_metric(b, (double)(srv1 - srv0) / n, "srv-cpu-us/record");
+    b_report_metric(b, (double)(all1 - all0) / n, "all-allocs/op");
+    uint64_t batches = s1.batches_sent - s0.batches_sent;
+    if (batches > 0)
+        b_report_metric(b, n / (double)batches, "records/batch");
+}
+
+/* The grid of Appender rows: every size x batch x depth x producers. */
+static const size_t pipe_sizes[] = {100, 1024};
+static const int pipe_batches[] = {1, 100, 1000};
+static const int pipe_depths[] = {1, 2, 8};
+static const int pipe_producers[] = {1, 4};
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define N_PIPE_CASES                                                                               \
+    (N_OF(pipe_sizes) * N_OF(pipe_batches) * N_OF(pipe_depths) * N_OF(pipe_producers))
+
+static size_t make_pipe_cases(pcase_t *out)
+{
+    size_t n = 0;
+    for (size_t si = 0; si < N_OF(pipe_sizes); si++)
+        for (size_t bi = 0; bi < N_OF(pipe_batches); bi++)
+            for (size_t di = 0; di < N_OF(pipe_depths); di++)
+                for (size_t pi = 0; pi < N_OF(pipe_producers); pi++) {
+                    pcase_t *c = &out[n++];
+                    *c = (pcase_t){.size = pipe_sizes[si],
+                                   .batch = pipe_batches[bi],
+                                   .depth = pipe_depths[di],
+                                   .producers = pipe_producers[pi]};
+                    snprintf(c->name, sizeof(c->name),
+                             "Appender/size=%zu/batch=%d/depth=%d/producers=%d", c->size, c->batch,
+                             c->depth, c->producers);
+                }
+    return n;
+}
+
+/* "-name", "-name=value" or "-name value" at argv[*i]: true when a is that flag; *v gets its
+ * value (NULL for a flag without one, or when it is missing). */
+static bool is_flag(int argc, char **argv, int *i, const char *name, bool takes_value,
+                    const char **v)
+{
+    const char *a = argv[*i];
+    size_t len = strlen(name);
+    if (a[0] != '-' || strncmp(a + 1, name, len) != 0 || (a[len + 1] && a[len + 1] != '='))
+        return false;
+    *v = NULL;
+    if (!takes_value)
+        return a[len + 1] == '\0';
+    if (a[len + 1] == '=')
+        *v = a + len + 2;
+    else if (*i + 1 < argc)
+        *v = argv[++*i];
+    return true;
+}
+
+static bool parse_id(const char *prog, const char *flag, const char *v, long min, int32_t *out)
+{
+    char *end;
+    long t = strtol(v, &end, 10);
+    if (end == v || *end || t < min || t > INT32_MAX) {
+        fprintf(stderr, "%s: -%s %s: an integer >= %ld\n", prog, flag, v, min);
+        return false;
+    }
+    *out = (int32_t)t;
+    return true;
+}
+
+/* Takes this program's flags out of argv; the rest goes to the harness. Returns false on a
+ * bad value. */
+static bool take_own_flags(int *argc, char **argv)
 {
     int out = 1;
     for (int i = 1; i < *argc; i++) {
-        const char *a = argv[i];
         const char *v = NULL;
-        bool mr = strncmp(a, "-mr", 3) == 0 && (a[3] == 0 || a[3] == '=');
-        bool topic = strncmp(a, "-topic", 6) == 0 && (a[6] == 0 || a[6] == '=');
-        if (!mr && !topic) {
+        bool ok = true;
+        if (is_flag(*argc, argv, &i, "inproc", false, &v)) {
+            appender_inproc = true;
+            continue;
+        }
+        if (is_flag(*argc, argv, &i, "mr", true, &v)) {
+            if ((ok = v && v[0]))
+                cluster_address = v;
+        } else if (is_flag(*argc, argv, &i, "server", true, &v)) {
+            if ((ok = v && v[0]))
+                server_program = v;
+        } else if (is_flag(*argc, argv, &i, "topic", true, &v)) {
+            ok = v && parse_id(argv[0], "topic", v, 1, &topic_id);
+        } else if (is_flag(*argc, argv, &i, "logstream", true, &v)) {
+            ok = v && parse_id(argv[0], "logstream", v, 0, &appender_log_stream);
+        } else {
             argv[out++] = argv[i];
             continue;
         }
-        const char *eq = strchr(a, '=');
-        if (eq)
-            v = eq + 1;
-        else if (i + 1 < *argc)
-            v = argv[++i];
-        if (!v || !v[0]) {
-            fprintf(stderr, "%s: %s needs a value\n", argv[0], mr ? "-mr" : "-topic");
+        if (!ok) {
+            if (!v)
+                fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[i]);
             return false;
-        }
-        if (mr) {
-            cluster_address = v;
-        } else {
-            char *end;
-            long t = strtol(v, &end, 10);
-            if (*end || t < 1 || t > INT32_MAX) {
-                fprintf(stderr, "%s: -topic %s: a topic id is an integer >= 1\n", argv[0], v);
-                return false;
-            }
-            topic_id = (int32_t)t;
         }
     }
     argv[out] = NULL;
@@ -315,10 +639,13 @@ static bool take_cluster_flags(int *argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (!take_cluster_flags(&argc, argv))
+    if (!take_own_flags(&argc, argv))
         return 2;
     for (size_t i = 0; i < sizeof(payload); i++)
         payload[i] = (uint8_t)('a' + i % 26);
+    /* Varied bytes, as records usually are; the same for every record. */
+    for (size_t i = 0; i < sizeof(appender_payload); i++)
+        appender_payload[i] = (uint8_t)(i * 2654435761u >> 24);
 
     static const bcase_t cases[] = {
         {.name = "AppendTo/batch=1/size=100", .mode = M_APPEND_TO, .batch = 1, .size = 100},
@@ -350,7 +677,9 @@ int main(int argc, char **argv)
          .conf = {"append.retry.backoff.ms", "1", "lookup.batch.wait.ms", "0", NULL}},
     };
     enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
-    bench_t benches[N_CASES];
+    static pcase_t pcases[N_PIPE_CASES];
+    size_t n_pcases = make_pipe_cases(pcases);
+    static bench_t benches[N_CASES + N_PIPE_CASES];
     size_t n = 0;
     for (size_t i = 0; i < N_CASES; i++) {
         if (cluster_address && cases[i].refuse_first)
@@ -361,13 +690,21 @@ int main(int argc, char **argv)
                                  .setup = env_setup,
                                  .teardown = env_teardown};
     }
+    for (size_t i = 0; i < n_pcases; i++)
+        benches[n++] = (bench_t){.name = pcases[i].name,
+                                 .fn = pipe_round,
+                                 .arg = &pcases[i],
+                                 .setup = penv_setup,
+                                 .teardown = penv_teardown};
     if (cluster_address)
         fprintf(stderr,
-                "bench_append: cluster at %s, topic %d (AppendRetry needs the embedded "
-                "server's fault injection: left out)\n",
-                cluster_address, topic_id);
+                "bench_append: cluster at %s, topic %d, appender log stream %d (AppendRetry "
+                "needs the embedded server's fault injection: left out)\n",
+                cluster_address, topic_id, appender_log_stream);
     /* Connections, allocator and branch predictors warm up on the same client. */
-    static const bench_opts_t o = {
-        .benchtime_ns = 1000000000LL, .warmup_ns = 100000000LL, .pkg = "libvarlog/bench"};
+    static const bench_opts_t o = {.benchtime_ns = 1000000000LL,
+                                   .warmup_ns = 100000000LL,
+                                   .pkg = "libvarlog/bench",
+                                   .precise_allocs = true};
     return bench_main(argc, argv, &o, benches, n);
 }

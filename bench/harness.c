@@ -206,8 +206,13 @@ static void print_result(const runner_t *r, const char *full, const bench_b_t *b
     pretty((double)b->elapsed_ns / (double)b->n, "ns/op");
     if (b->bytes_per_op > 0 && secs > 0)
         printf("\t%7.2f MB/s", (double)b->bytes_per_op * (double)b->n / 1e6 / secs);
-    printf("\t%8llu B/op\t%8llu allocs/op", (unsigned long long)(b->bytes / (uint64_t)b->n),
-           (unsigned long long)(b->allocs / (uint64_t)b->n));
+    if (r->o->precise_allocs) {
+        pretty((double)b->bytes / (double)b->n, "B/op");
+        pretty((double)b->allocs / (double)b->n, "allocs/op");
+    } else {
+        printf("\t%8llu B/op\t%8llu allocs/op", (unsigned long long)(b->bytes / (uint64_t)b->n),
+               (unsigned long long)(b->allocs / (uint64_t)b->n));
+    }
     for (size_t i = 0; i < b->n_metrics; i++)
         pretty(b->metrics[i].value, b->metrics[i].unit);
     printf("\n");

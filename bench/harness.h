@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define BENCH_MAX_METRICS 4
+#define BENCH_MAX_METRICS 8
 
 typedef struct bench_b {
     long n;          /* iterations in this round */
@@ -64,6 +64,9 @@ typedef struct bench_opts {
      * min(warmup_ns, -benchtime), on the same setup; prediction carries on from there. */
     int64_t warmup_ns;
     const char *pkg; /* non-NULL: goos/goarch/pkg/cpu lines before the first result */
+    /* B/op and allocs/op as averages with decimals ("0.0123 allocs/op") rather than Go's
+     * truncated integers, for benchmarks whose ops allocate less than once each. */
+    bool precise_allocs;
 } bench_opts_t;
 
 /* Parses the flags, runs every benchmark selected, and returns the exit status: 0, 1 when a
