@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "server_internal.h"
 #include "test_support.h"
 
 varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap)
@@ -113,5 +114,20 @@ size_t cf_appendable(varlog_client_t *client, int32_t topic, int32_t *ids, size_
 {
     size_t n = 0;
     assert_int_equal(varlog_client_appendable_log_streams(client, topic, ids, cap, &n), VARLOG_OK);
+    return n;
+}
+
+size_t cf_stored_each(varlog_server_t *srv, int32_t topic, int32_t ls, cf_stored_fn *fn, void *arg)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&srv->store.mu);
+    store_ls_t *l = store_ls_locked(&srv->store, topic, ls);
+    for (size_t i = l ? l->head : 0; l && i < l->count; i++, n++) {
+        const store_entry_t *e = &l->entries[i];
+        varlog_entry_meta_t m = {topic, ls, e->glsn, e->llsn};
+        if (fn)
+            fn(arg, &m, e->data, e->len);
+    }
+    pthread_mutex_unlock(&srv->store.mu);
     return n;
 }

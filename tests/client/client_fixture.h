@@ -46,6 +46,12 @@ varlog_client_stats_t cf_stats(varlog_client_t *client);
 /* varlog_client_appendable_log_streams of topic: up to cap ids, returns the total count. */
 size_t cf_appendable(varlog_client_t *client, int32_t topic, int32_t *ids, size_t cap);
 
+/* White-box (server_internal.h): calls fn(arg, &meta, data, len) for every entry the server
+ * stores in log stream ls of topic, in LLSN order, under the server's store lock (fn must not
+ * call the server); returns the count (0 for an unknown topic or log stream). */
+typedef void cf_stored_fn(void *arg, const varlog_entry_meta_t *meta, const void *data, size_t len);
+size_t cf_stored_each(varlog_server_t *srv, int32_t topic, int32_t ls, cf_stored_fn *fn, void *arg);
+
 /* Bound on waits for conditions that normally hold within milliseconds. */
 int64_t cf_wait_bound_ms(void);
 
