@@ -1,0 +1,363 @@
+/* No heap allocation per append in steady state (varlog/appender.h, "Transmit queue").
+ *
+ * The server runs as a child process (varlog-server), so every allocation this process makes
+ * is the client's. malloc, calloc and realloc are counted twice over: per thread (what the
+ * producer's varlog_appender_append calls allocate: must be none) and process-wide (the
+ * appender's thread, gRPC, protobuf-c: far below one per append at batch 1000).
+ *
+ * Counting: in plain and UBSan builds this file defines malloc & co. in the executable, so
+ * the shared libraries' allocations (gRPC, protobuf-c) are counted too; each goes on to
+ * glibc's __libc_* entry points (under valgrind, which replaces those, to valgrind's
+ * allocator). ASan and TSan own malloc, so there the build wraps the static objects' calls
+ * at link time instead (-Wl,--wrap, as bench/alloc_count.c): libvarlog's own allocations
+ * are still all seen, gRPC's are not. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "child_server.h"
+#include "test_support.h"
+#include "varlog/appender.h"
+#include "varlog/client.h"
+
+/* ---- counting ------------------------------------------------------------------------------ */
+
+static atomic_uint_fast64_t all_allocs;
+static _Thread_local uint64_t thread_allocs;
+
+static inline void count_one(void)
+{
+    thread_allocs++;
+    atomic_fetch_add_explicit(&all_allocs, 1, memory_order_relaxed);
+}
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COUNTING "link-time wrap (static objects only)"
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t n, size_t m);
+void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t n, size_t m);
+void *__wrap_realloc(void *p, size_t n);
+
+void *__wrap_malloc(size_t n)
+{
+    count_one();
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t n, size_t m)
+{
+    count_one();
+    return __real_calloc(n, m);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    count_one();
+    return __real_realloc(p, n);
+}
+#else
+#define COUNTING "interposed malloc (whole process)"
+void *__libc_malloc(size_t n);
+void *__libc_calloc(size_t n, size_t m);
+void *__libc_realloc(void *p, size_t n);
+void __libc_free(void *p);
+void *__libc_memalign(size_t align, size_t n);
+
+/* Exported from the executable (the build hides symbols by default), so that the shared
+ * libraries bind to them. */
+#define INTERPOSE __attribute__((visibility("default")))
+INTERPOSE void *malloc(size_t n);
+INTERPOSE void *calloc(size_t n, size_t m);
+INTERPOSE void *realloc(void *p, size_t n);
+INTERPOSE void free(void *p);
+INTERPOSE void *memalign(size_t align, size_t n);
+INTERPOSE void *aligned_alloc(size_t align, size_t n);
+INTERPOSE int posix_memalign(void **out, size_t align, size_t n);
+
+void *malloc(size_t n)
+{
+    count_one();
+    return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t m)
+{
+    count_one();
+    return __libc_calloc(n, m);
+}
+
+void *realloc(void *p, size_t n)
+{
+    count_one();
+    return __libc_realloc(p, n);
+}
+
+void free(void *p)
+{
+    __libc_free(p);
+}
+
+void *memalign(size_t align, size_t n)
+{
+    count_one();
+    return __libc_memalign(align, n);
+}
+
+void *aligned_alloc(size_t align, size_t n)
+{
+    count_one();
+    return __libc_memalign(align, n);
+}
+
+int posix_memalign(void **out, size_t align, size_t n)
+{
+    if (align == 0 || align % sizeof(void *) != 0 || (align & (align - 1)) != 0)
+        return 22; /* EINVAL */
+    count_one();
+    void *p = __libc_memalign(align, n);
+    if (!p)
+        return 12; /* ENOMEM */
+    *out = p;
+    return 0;
+}
+#endif
+
+/* ---- the server and the client ------------------------------------------------------------- */
+
+typedef struct env {
+    pid_t server;
+    char addr[64];
+    varlog_client_t *client;
+} env_t;
+
+static void env_start(env_t *e, int32_t log_streams, ...)
+{
+    memset(e, 0, sizeof(*e));
+    e->server =
+        child_server_start(VARLOG_SERVER_PROGRAM, 1, log_streams, 0, e->addr, sizeof(e->addr));
+    assert_true(e->server > 0);
+    varlog_conf_t *conf = varlog_conf_new();
+    assert_non_null(conf);
+    char err[256];
+    const char *base[] = {"metadata.addresses", e->addr, "metadata.refresh.interval.ms", "0",
+                          "log.level",          "err",   "metadata.call.timeout.ms",     "10000"};
+    for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i += 2)
+        if (varlog_conf_set(conf, base[i], base[i + 1], err, sizeof(err)) != VARLOG_OK)
+            fail_msg("%s: %s", base[i], err);
+    va_list ap;
+    va_start(ap, log_streams);
+    for (;;) {
+        const char *name = va_arg(ap, const char *);
+        if (!name)
+            break;
+        const char *value = va_arg(ap, const char *);
+        if (varlog_conf_set(conf, name, value, err, sizeof(err)) != VARLOG_OK)
+            fail_msg("%s=%s: %s", name, value, err);
+    }
+    va_end(ap);
+    varlog_err_t rc = varlog_client_new(&conf, &e->client, err, sizeof(err));
+    if (rc != VARLOG_OK)
+        fail_msg("varlog_client_new: %s: %s", varlog_err_name(rc), err);
+}
+
+static void env_stop(env_t *e)
+{
+    varlog_client_destroy(e->client);
+    child_server_stop(e->server);
+}
+
+/* ---- callbacks ------------------------------------------------------------------------------ */
+
+typedef struct sink {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool hold;     /* callbacks wait while set */
+    long held;     /* callbacks waiting */
+    uint64_t done; /* callbacks returned */
+    uint64_t failed;
+} sink_t;
+
+static sink_t g_sink = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0, 0, 0};
+
+static void sink_cb(const varlog_append_result_t *r, void *opaque)
+{
+    (void)opaque;
+    sink_t *s = &g_sink;
+    pthread_mutex_lock(&s->mu);
+    if (s->hold) {
+        s->held++;
+        pthread_cond_broadcast(&s->cv);
+        /* bounded: a broken appender must not hang the test */
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 120;
+        while (s->hold && pthread_cond_timedwait(&s->cv, &s->mu, &dl) == 0)
+            ;
+        s->held--;
+    }
+    if (r->err != VARLOG_OK)
+        s->failed++;
+    s->done++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void sink_set_hold(bool hold)
+{
+    pthread_mutex_lock(&g_sink.mu);
+    g_sink.hold = hold;
+    pthread_cond_broadcast(&g_sink.cv);
+    pthread_mutex_unlock(&g_sink.mu);
+}
+
+static bool sink_wait_held(int64_t timeout_ms)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (time_t)(timeout_ms / 1000);
+    pthread_mutex_lock(&g_sink.mu);
+    while (g_sink.held == 0 && pthread_cond_timedwait(&g_sink.cv, &g_sink.mu, &dl) == 0)
+        ;
+    bool ok = g_sink.held > 0;
+    pthread_mutex_unlock(&g_sink.mu);
+    return ok;
+}
+
+static uint64_t sink_failed(void)
+{
+    pthread_mutex_lock(&g_sink.mu);
+    uint64_t n = g_sink.failed;
+    pthread_mutex_unlock(&g_sink.mu);
+    return n;
+}
+
+/* ---- the measurement ---------------------------------------------------------------------- */
+
+static void flush_ok(varlog_appender_t *app)
+{
+    size_t pending = 0;
+    varlog_err_t rc = varlog_appender_flush(app, 120000, &pending);
+    if (rc != VARLOG_OK)
+        fail_msg("flush: %s, %zu pending", varlog_err_name(rc), pending);
+}
+
+static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call)
+{
+    long queue = test_scale(20000, 5);
+    char queue_s[32];
+    snprintf(queue_s, sizeof(queue_s), "%ld", queue);
+    env_t e;
+    /* linger 1 s: a batch leaves when full (1000 records), the configuration measured */
+    env_start(&e, log_streams, "appender.batch.max.records", "1000", "appender.linger.ms", "1000",
+              "appender.queue.max.records", queue_s, NULL);
+    varlog_appender_t *app = NULL;
+    assert_int_equal(varlog_appender_new(e.client, 1, bound_ls, &app), VARLOG_OK);
+    char data[10][100];
+    varlog_record_t recs[10];
+    for (size_t i = 0; i < per_call; i++) {
+        memset(data[i], 'a' + (int)i, sizeof(data[i]));
+        recs[i] = (varlog_record_t){data[i], sizeof(data[i])};
+    }
+
+    /* Warm-up 1: the queue filled to its bound while callbacks are held, so that every pool
+     * of the appender (result objects, slots) reaches the most it can ever need. */
+    sink_set_hold(true);
+    assert_int_equal(varlog_appender_append(app, recs, per_call, -1, sink_cb, NULL), VARLOG_OK);
+    (void)varlog_appender_flush(app, 0, NULL);
+    assert_true(sink_wait_held(60000));
+    long filled = 1;
+    for (;;) {
+        varlog_err_t rc = varlog_appender_append(app, recs, per_call, 0, sink_cb, NULL);
+        if (rc == VARLOG_ERR_QUEUE_FULL)
+            break;
+        assert_int_equal(rc, VARLOG_OK);
+        filled++;
+        assert_true(filled <= queue);
+    }
+    sink_set_hold(false);
+    flush_ok(app);
+    /* Warm-up 2: the measured loop once. */
+    long n = test_scale(200000, 40) / (long)per_call;
+    for (long i = 0; i < n / 4; i++)
+        assert_int_equal(varlog_appender_append(app, recs, per_call, -1, sink_cb, NULL), VARLOG_OK);
+    flush_ok(app);
+
+    varlog_appender_stats_t s0, s1;
+    assert_int_equal(varlog_appender_stats(app, &s0), VARLOG_OK);
+    uint64_t producer = 0, calls_allocating = 0;
+    uint64_t all0 = atomic_load(&all_allocs);
+    for (long i = 0; i < n; i++) {
+        uint64_t before = thread_allocs;
+        varlog_err_t rc = varlog_appender_append(app, recs, per_call, -1, sink_cb, NULL);
+        uint64_t d = thread_allocs - before;
+        producer += d;
+        calls_allocating += d > 0;
+        if (rc != VARLOG_OK)
+            fail_msg("append %ld: %s", i, varlog_err_name(rc));
+    }
+    flush_ok(app);
+    uint64_t all = atomic_load(&all_allocs) - all0;
+    assert_int_equal(varlog_appender_stats(app, &s1), VARLOG_OK);
+    uint64_t batches = s1.batches_sent - s0.batches_sent;
+    double per_append = (double)all / (double)((uint64_t)n * per_call); /* per record */
+    print_message("    [%s] %ld appends of %zu x 100 B (%s, queue filled with %ld calls): "
+                  "producer allocations %llu (in %llu calls); process-wide %llu = %.4f per "
+                  "record; %llu batches, %.1f records per batch\n",
+                  COUNTING, n, per_call, bound_ls ? "bound" : "topic", filled,
+                  (unsigned long long)producer, (unsigned long long)calls_allocating,
+                  (unsigned long long)all, per_append, (unsigned long long)batches,
+                  batches ? (double)(s1.records_appended - s0.records_appended) / (double)batches
+                          : 0.0);
+    assert_int_equal(sink_failed(), 0);
+    assert_int_equal(s1.calls_appended - s0.calls_appended, (uint64_t)n);
+    if (producer != 0)
+        fail_msg("varlog_appender_append allocated %llu times in %llu of %ld calls after "
+                 "warm-up",
+                 (unsigned long long)producer, (unsigned long long)calls_allocating, n);
+    if (per_append >= 0.1)
+        fail_msg("%.4f allocations per record process-wide (batch 1000), expected < 0.1",
+                 per_append);
+    assert_int_equal(varlog_appender_close(&app, 10000), VARLOG_OK);
+    env_stop(&e);
+}
+
+static void test_no_allocation_per_append_bound(void **state)
+{
+    (void)state;
+    run_alloc(1, 1, 1);
+}
+
+static void test_no_allocation_per_append_topic(void **state)
+{
+    (void)state;
+    run_alloc(2, 0, 1);
+}
+
+/* Calls of several records: still nothing per call. */
+static void test_no_allocation_per_append_10_records(void **state)
+{
+    (void)state;
+    run_alloc(1, 1, 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_allocation_per_append_bound),
+        cmocka_unit_test(test_no_allocation_per_append_topic),
+        cmocka_unit_test(test_no_allocation_per_append_10_records),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
