@@ -175,7 +175,9 @@ static void env_start(env_t *e, int32_t log_streams, ...)
 static void env_stop(env_t *e)
 {
     varlog_client_destroy(e->client);
+    e->client = NULL;
     child_server_stop(e->server);
+    e->server = -1;
 }
 
 /* ---- callbacks ------------------------------------------------------------------------------ */
@@ -243,6 +245,19 @@ static uint64_t sink_failed(void)
     return n;
 }
 
+/* One environment per test, stopped by the teardown also when the test failed half-way (the
+ * next test could not start its child server otherwise). */
+static env_t g_env = {.server = -1};
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (g_env.client || g_env.server > 0)
+        env_stop(&g_env);
+    sink_set_hold(false);
+    return 0;
+}
+
 /* ---- the measurement ---------------------------------------------------------------------- */
 
 static void flush_ok(varlog_appender_t *app)
@@ -258,12 +273,12 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call)
     long queue = test_scale(20000, 5);
     char queue_s[32];
     snprintf(queue_s, sizeof(queue_s), "%ld", queue);
-    env_t e;
+    env_t *e = &g_env;
     /* linger 1 s: a batch leaves when full (1000 records), the configuration measured */
-    env_start(&e, log_streams, "appender.batch.max.records", "1000", "appender.linger.ms", "1000",
+    env_start(e, log_streams, "appender.batch.max.records", "1000", "appender.linger.ms", "1000",
               "appender.queue.max.records", queue_s, NULL);
     varlog_appender_t *app = NULL;
-    assert_int_equal(varlog_appender_new(e.client, 1, bound_ls, &app), VARLOG_OK);
+    assert_int_equal(varlog_appender_new(e->client, 1, bound_ls, &app), VARLOG_OK);
     char data[10][100];
     varlog_record_t recs[10];
     for (size_t i = 0; i < per_call; i++) {
@@ -330,7 +345,7 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call)
         fail_msg("%.4f allocations per record process-wide (batch 1000), expected < 0.1",
                  per_append);
     assert_int_equal(varlog_appender_close(&app, 10000), VARLOG_OK);
-    env_stop(&e);
+    env_stop(e);
 }
 
 static void test_no_allocation_per_append_bound(void **state)
@@ -355,9 +370,9 @@ static void test_no_allocation_per_append_10_records(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_no_allocation_per_append_bound),
-        cmocka_unit_test(test_no_allocation_per_append_topic),
-        cmocka_unit_test(test_no_allocation_per_append_10_records),
+        cmocka_unit_test_teardown(test_no_allocation_per_append_bound, teardown),
+        cmocka_unit_test_teardown(test_no_allocation_per_append_topic, teardown),
+        cmocka_unit_test_teardown(test_no_allocation_per_append_10_records, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
