@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "append_codec.h"
 #include "client_internal.h"
 #include "errtext.h"
 #include "outcome.h"
@@ -49,55 +50,19 @@ typedef struct attempt_result {
 
 /* ---- encoding ------------------------------------------------------------------------------ */
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-static size_t varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
 /* AppendRequest field 3 (repeated bytes payload) for every record, into one reference-counted
  * slice that every attempt's message shares. */
 static grpc_slice encode_payloads(const varlog_record_t *records, size_t n)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
-        total += 1 + varint_len(records[i].len) + records[i].len;
+        total += codec_payload_size(records[i].len);
     grpc_slice body = grpc_slice_malloc(total);
     uint8_t *buf = GRPC_SLICE_START_PTR(body);
     size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        buf[off++] = (3 << 3) | 2;
-        off += put_varint(buf + off, records[i].len);
-        memcpy(buf + off, records[i].data, records[i].len);
-        off += records[i].len;
-    }
+    for (size_t i = 0; i < n; i++)
+        off += codec_put_payload(buf + off, records[i].data, records[i].len);
     return body;
-}
-
-/* AppendRequest fields 1 and 2 (int32 ids are varints; ids are >= 1). */
-static size_t encode_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id)
-{
-    size_t off = 0;
-    p[off++] = (1 << 3) | 0;
-    off += put_varint(p + off, (uint64_t)(int64_t)topic_id);
-    p[off++] = (2 << 3) | 0;
-    off += put_varint(p + off, (uint64_t)(int64_t)log_stream_id);
-    return off;
 }
 
 /* ---- the op ---------------------------------------------------------------------------- */
@@ -268,8 +233,8 @@ static void attempt(append_op_t *op, attempt_result_t *r)
     varlog_err_t err = rpc_stream_open(c->rpc, l->primary, SN_PATH_APPEND, &so, NULL, &s);
     ProtobufCMessage *m = NULL;
     if (err == VARLOG_OK) {
-        uint8_t head[32];
-        size_t head_len = encode_head(head, op->topic_id, ls);
+        uint8_t head[CODEC_HEAD_MAX];
+        size_t head_len = codec_put_head(head, op->topic_id, ls);
         varlog_err_t send_err = rpc_stream_send_shared(s, head, head_len, op->body);
         if (send_err == VARLOG_OK)
             send_err = rpc_stream_close_send(s);
@@ -555,7 +520,7 @@ static varlog_err_t check_input(varlog_client_t *c, int32_t topic_id,
 }
 
 /* Unknown ids get one on-demand refresh before the call gives up on them. */
-static varlog_err_t check_target(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
+varlog_err_t append_check_target(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
                                  int64_t deadline_ms)
 {
     for (int round = 0;; round++) {
@@ -625,7 +590,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
         return err;
     if ((err = client_enter(c)) != VARLOG_OK)
         return err;
-    err = check_target(c, topic_id, log_stream_id, deadline);
+    err = append_check_target(c, topic_id, log_stream_id, deadline);
     if (err != VARLOG_OK) {
         atomic_fetch_add(&c->stats.appends_failed, 1);
         client_leave(c);

@@ -1,51 +1,594 @@
-/* The pipelined appender (varlog/appender.h). Being written: this stub refuses every call. */
-#include "client_internal.h"
-#include "errtext.h"
-#include "varlog/appender.h"
+/* The pipelined appender's public calls (varlog/appender.h): creation, intake into the
+ * transmit queue, flush, close, and the appender's place in its client's lifecycle. The
+ * appender's thread is in appender_io.c. */
+#include <stdlib.h>
+#include <string.h>
 
-varlog_err_t varlog_appender_new(varlog_client_t *client, int32_t topic_id, int32_t log_stream_id,
+#include "append_codec.h"
+#include "appender_internal.h"
+#include "errtext.h"
+#include "wire.h"
+
+/* ---- lists --------------------------------------------------------------------------------- */
+
+void blist_push(batch_list_t *l, app_batch_t *b)
+{
+    b->next = NULL;
+    if (l->tail)
+        l->tail->next = b;
+    else
+        l->head = b;
+    l->tail = b;
+    l->n++;
+}
+
+app_batch_t *blist_pop(batch_list_t *l)
+{
+    app_batch_t *b = l->head;
+    if (!b)
+        return NULL;
+    l->head = b->next;
+    if (!l->head)
+        l->tail = NULL;
+    l->n--;
+    b->next = NULL;
+    return b;
+}
+
+void blist_merge(batch_list_t *dst, batch_list_t *src)
+{
+    batch_list_t out = {0};
+    while (dst->head || src->head) {
+        batch_list_t *from = !src->head                         ? dst
+                             : !dst->head                       ? src
+                             : dst->head->seq <= src->head->seq ? dst
+                                                                : src;
+        blist_push(&out, blist_pop(from));
+    }
+    *dst = out;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------ */
+
+void app_ref(varlog_appender_t *app)
+{
+    atomic_fetch_add_explicit(&app->refs, 1, memory_order_relaxed);
+}
+
+static void app_free(varlog_appender_t *app)
+{
+    for (size_t i = 0; i < app->n_lanes; i++)
+        app_lane_free(app->lanes[i]);
+    free(app->lanes);
+    free(app->outboxes);
+    for (size_t i = 0; i < app->n_slots; i++) {
+        free(app->slots[i]->buf);
+        free(app->slots[i]->metas);
+        free(app->slots[i]);
+    }
+    free(app->slots);
+    free(app->scratch);
+    if (app->jobs)
+        vq_objpool_destroy(app->jobs);
+    pthread_cond_destroy(&app->space);
+    pthread_cond_destroy(&app->wake);
+    pthread_cond_destroy(&app->settled);
+    pthread_mutex_destroy(&app->mu);
+    free(app);
+}
+
+void app_unref(varlog_appender_t *app)
+{
+    if (atomic_fetch_sub_explicit(&app->refs, 1, memory_order_acq_rel) == 1)
+        app_free(app);
+}
+
+void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
+{
+    b->state = SLOT_FREE;
+    b->settle_pending = false;
+    b->len = 0;
+    b->n_records = 0;
+    b->bytes = 0;
+    b->jobs = b->jobs_tail = NULL;
+    b->n_jobs = 0;
+    b->attempts = 0;
+    b->maybe = false;
+    b->err = VARLOG_OK;
+    b->errtext[0] = '\0';
+    blist_push(&app->free_slots, b);
+    pthread_cond_broadcast(&app->space);
+    pthread_cond_broadcast(&app->settled);
+}
+
+void app_body_released(void *arg)
+{
+    app_batch_t *b = arg;
+    varlog_appender_t *app = b->app;
+    pthread_mutex_lock(&app->mu);
+    atomic_store(&b->has_body, false);
+    if (b->settle_pending)
+        app_slot_free_locked(app, b);
+    pthread_mutex_unlock(&app->mu);
+    app_unref(app);
+}
+
+varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
+{
+    pthread_mutex_lock(&app->mu);
+    app_batch_t **slots = realloc(app->slots, (app->n_slots + n) * sizeof(*slots));
+    if (slots)
+        app->slots = slots;
+    pthread_mutex_unlock(&app->mu);
+    if (!slots)
+        return VARLOG_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        app_batch_t *b = calloc(1, sizeof(*b));
+        /* Address space only: pages are touched as records fill them. */
+        uint8_t *buf = b ? malloc(app->slot_cap) : NULL;
+        varlog_entry_meta_t *metas = buf ? calloc(app->batch_max_records, sizeof(*metas)) : NULL;
+        if (!metas) {
+            free(buf);
+            free(b);
+            return VARLOG_ERR_NOMEM;
+        }
+        b->app = app;
+        b->buf = buf;
+        b->cap = app->slot_cap;
+        b->metas = metas;
+        pthread_mutex_lock(&app->mu);
+        app->slots[app->n_slots++] = b;
+        app_slot_free_locked(app, b);
+        pthread_mutex_unlock(&app->mu);
+    }
+    return VARLOG_OK;
+}
+
+static bool on_app_thread(const varlog_appender_t *app)
+{
+    return app->has_thread && pthread_equal(pthread_self(), app->thread);
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
+
+static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t topic_id,
+                             int32_t log_stream_id)
+{
+    const varlog_conf_t *conf = c->conf;
+    app->c = c;
+    app->topic_id = topic_id;
+    app->fixed_ls = log_stream_id;
+    app->batch_max_records = (uint32_t)conf->appender_batch_max_records;
+    app->batch_max_bytes = (uint64_t)conf->appender_batch_max_bytes;
+    app->record_max_bytes = (uint64_t)conf->append_record_max_bytes;
+    app->linger_ms = conf->appender_linger_ms;
+    app->depth = (size_t)conf->appender_pipeline_depth;
+    app->queue_max_records = (uint64_t)conf->appender_queue_max_records;
+    app->queue_max_bytes = (uint64_t)conf->appender_queue_max_bytes;
+    app->attempt_timeout_ms = conf->append_attempt_timeout_ms;
+    app->max_attempts = (unsigned)conf->append_retries + 1;
+    app->retry_maybe = conf->append_retry_maybe_appended;
+    app->slot_cap =
+        app->batch_max_bytes + (size_t)app->batch_max_records * CODEC_PAYLOAD_OVERHEAD_MAX;
+    app->next_seq = 1;
+    atomic_init(&app->refs, 1);
+    atomic_init(&app->inflight_batches, 0);
+    pthread_mutex_init(&app->mu, NULL);
+    wire_cond_init(&app->space);
+    wire_cond_init(&app->wake);
+    wire_cond_init(&app->settled);
+
+    /* Lanes: the one log stream, or every log stream of the topic known now. */
+    md_view_t *v = md_current(c);
+    app->lanes_index = v->applied_index;
+    const md_topic_t *t = md_view_topic(v, topic_id);
+    size_t n = log_stream_id ? 1 : (t ? t->n_log_streams : 0);
+    app->lanes = calloc(n ? n : 1, sizeof(*app->lanes));
+    app->outboxes = calloc(n ? n : 1, sizeof(*app->outboxes));
+    varlog_err_t err = app->lanes && app->outboxes ? VARLOG_OK : VARLOG_ERR_NOMEM;
+    for (size_t i = 0; err == VARLOG_OK && i < n; i++) {
+        app_lane_t *lane = app_lane_new(app, log_stream_id ? log_stream_id : t->log_stream_ids[i]);
+        if (!lane)
+            err = VARLOG_ERR_NOMEM;
+        else
+            app->lanes[app->n_lanes++] = lane;
+    }
+    md_view_unref(v);
+    if (err != VARLOG_OK)
+        return errtext_set(err, "appender: out of memory for %zu log streams", n);
+
+    /* Per log stream, depth batches in flight and one waiting; plus the one being filled. */
+    size_t slots = (n ? n : 1) * (app->depth + 1) + 1;
+    if (app_add_slots(app, slots) != VARLOG_OK)
+        return errtext_set(VARLOG_ERR_NOMEM,
+                           "appender: out of memory for %zu batch slots of %zu "
+                           "bytes",
+                           slots, app->slot_cap);
+    size_t max_jobs = slots * app->batch_max_records;
+    if (max_jobs > app->queue_max_records)
+        max_jobs = (size_t)app->queue_max_records;
+    if (max_jobs > 65536)
+        max_jobs = 65536;
+    if (vq_objpool_create(max_jobs, sizeof(app_job_t), 0, &app->jobs) != VQ_OK)
+        return errtext_set(VARLOG_ERR_NOMEM, "appender: out of memory for the result pool");
+    return VARLOG_OK;
+}
+
+/* The client's list of open appenders, which its destroy closes. */
+static varlog_err_t client_add_appender(varlog_client_t *c, varlog_appender_t *app)
+{
+    pthread_mutex_lock(&c->mu);
+    bool closing = c->closing;
+    if (!closing) {
+        app->next_in_client = c->appenders;
+        c->appenders = app;
+        app->in_client_list = true;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return closing ? errtext_set(VARLOG_ERR_CLOSED, "appender: the client is closing") : VARLOG_OK;
+}
+
+static void client_remove_appender(varlog_client_t *c, varlog_appender_t *app)
+{
+    pthread_mutex_lock(&c->mu);
+    if (app->in_client_list) {
+        for (varlog_appender_t **p = &c->appenders; *p; p = &(*p)->next_in_client) {
+            if (*p == app) {
+                *p = app->next_in_client;
+                break;
+            }
+        }
+        app->in_client_list = false;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+varlog_err_t varlog_appender_new(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
                                  varlog_appender_t **out)
 {
-    (void)client;
-    (void)topic_id;
-    (void)log_stream_id;
     if (out)
         *out = NULL;
-    return errtext_set(VARLOG_ERR_INTERNAL, "appender: not implemented yet");
+    if (!c || !out)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_new: client and out must not be NULL");
+    if (topic_id < 1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_new: topic id %d (ids start at 1)",
+                           topic_id);
+    if (log_stream_id < 0)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender_new: log stream id %d (ids start at 1; 0 = the whole topic)",
+                           log_stream_id);
+    varlog_err_t err = client_enter(c);
+    if (err != VARLOG_OK)
+        return err;
+    err = append_check_target(c, topic_id, log_stream_id, -1);
+    varlog_appender_t *app = err == VARLOG_OK ? calloc(1, sizeof(*app)) : NULL;
+    if (err == VARLOG_OK && !app)
+        err = errtext_set(VARLOG_ERR_NOMEM, "appender_new: out of memory");
+    if (app && (err = app_init(app, c, topic_id, log_stream_id)) == VARLOG_OK &&
+        (err = client_add_appender(c, app)) == VARLOG_OK) {
+        app_ref(app); /* the thread's */
+        if (pthread_create(&app->thread, NULL, app_thread_main, app) != 0) {
+            atomic_fetch_sub(&app->refs, 1);
+            client_remove_appender(c, app);
+            err = errtext_set(VARLOG_ERR_INTERNAL, "appender_new: could not start its thread");
+        } else {
+            app->has_thread = true;
+            app->joinable = true;
+        }
+    }
+    client_leave(c);
+    if (err != VARLOG_OK) {
+        if (app)
+            app_unref(app);
+        return err;
+    }
+    log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_APPEND,
+             "appender for topic %d, %s%d: %zu batch slots of %zu bytes", topic_id,
+             log_stream_id ? "log stream " : "log streams: ",
+             log_stream_id ? log_stream_id : (int)app->n_lanes, app->n_slots, app->slot_cap);
+    *out = app;
+    return VARLOG_OK;
+}
+
+/* ---- intake -------------------------------------------------------------------------------- */
+
+static varlog_err_t check_records(const varlog_appender_t *app, const varlog_record_t *records,
+                                  size_t n, uint64_t *bytes, size_t *encoded)
+{
+    if (n > app->batch_max_records)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender_append: %zu records exceed appender.batch.max.records (%u)", n,
+                           app->batch_max_records);
+    uint64_t total = 0;
+    size_t enc = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!records[i].data || records[i].len == 0)
+            return errtext_set(VARLOG_ERR_INVALID_ARG,
+                               "appender_append: record %zu of %zu is empty (records need at "
+                               "least one byte)",
+                               i, n);
+        if (records[i].len > app->record_max_bytes)
+            return errtext_set(VARLOG_ERR_INVALID_ARG,
+                               "appender_append: record %zu is %zu bytes, above "
+                               "append.record.max.bytes (%llu)",
+                               i, records[i].len, (unsigned long long)app->record_max_bytes);
+        total += records[i].len;
+        enc += codec_payload_size(records[i].len);
+    }
+    if (total > app->batch_max_bytes)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender_append: %llu bytes exceed appender.batch.max.bytes (%llu)",
+                           (unsigned long long)total, (unsigned long long)app->batch_max_bytes);
+    *bytes = total;
+    *encoded = enc;
+    return VARLOG_OK;
+}
+
+static bool fits_open(const varlog_appender_t *app, size_t n, uint64_t bytes)
+{
+    const app_batch_t *b = app->open;
+    return b && b->n_records + n <= app->batch_max_records &&
+           b->bytes + bytes <= app->batch_max_bytes;
+}
+
+static bool batch_full(const varlog_appender_t *app, const app_batch_t *b)
+{
+    return b->n_records >= app->batch_max_records || b->bytes >= app->batch_max_bytes;
+}
+
+/* Hands the open batch to the thread. Called with mu held. */
+static void seal_open_locked(varlog_appender_t *app)
+{
+    app_batch_t *b = app->open;
+    app->open = NULL;
+    b->state = SLOT_READY;
+    blist_push(&app->ready, b);
+}
+
+static void wake_thread_locked(varlog_appender_t *app)
+{
+    if (app->thread_idle)
+        pthread_cond_signal(&app->wake);
 }
 
 varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_t *records,
                                     size_t n, int64_t timeout_ms, varlog_append_cb *cb,
                                     void *opaque)
 {
-    (void)app;
-    (void)records;
-    (void)n;
-    (void)timeout_ms;
-    (void)cb;
-    (void)opaque;
-    return VARLOG_ERR_INTERNAL;
+    if (!app || !records || !cb)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender_append: appender, records and cb must not be NULL");
+    if (n == 0)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_append: no records (n is 0)");
+    if (timeout_ms < -1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender_append: timeout_ms %lld (0 = do not wait, -1 = no limit)",
+                           (long long)timeout_ms);
+    uint64_t bytes = 0;
+    size_t encoded = 0;
+    varlog_err_t err = check_records(app, records, n, &bytes, &encoded);
+    if (err != VARLOG_OK)
+        return err;
+    app_job_t *job = vq_objpool_get(app->jobs);
+    if (!job)
+        return errtext_set(VARLOG_ERR_NOMEM, "appender_append: out of memory for its result");
+
+    struct timespec until;
+    if (timeout_ms > 0)
+        abs_deadline(&until, timeout_ms);
+    pthread_mutex_lock(&app->mu);
+    for (;;) {
+        if (app->closing) {
+            err = errtext_set(VARLOG_ERR_CLOSED, "appender_append: the appender is closing");
+            break;
+        }
+        bool room =
+            app->pending_calls == 0 || (app->pending_records + n <= app->queue_max_records &&
+                                        app->pending_bytes + bytes <= app->queue_max_bytes);
+        if (room && (fits_open(app, n, bytes) || app->free_slots.head))
+            break;
+        if (timeout_ms == 0) {
+            app->stats.queue_full++;
+            err = errtext_set(
+                VARLOG_ERR_QUEUE_FULL,
+                "appender_append: queue full (%llu calls, %llu records, %llu bytes "
+                "pending; appender.queue.max.records %llu, .max.bytes %llu)",
+                (unsigned long long)app->pending_calls, (unsigned long long)app->pending_records,
+                (unsigned long long)app->pending_bytes, (unsigned long long)app->queue_max_records,
+                (unsigned long long)app->queue_max_bytes);
+            break;
+        }
+        if (timeout_ms < 0)
+            pthread_cond_wait(&app->space, &app->mu);
+        else if (pthread_cond_timedwait(&app->space, &app->mu, &until) != 0)
+            timeout_ms = 0; /* one more look, then QUEUE_FULL */
+    }
+    if (err != VARLOG_OK) {
+        pthread_mutex_unlock(&app->mu);
+        vq_objpool_put(app->jobs, job);
+        return err;
+    }
+    bool wake = false;
+    if (!fits_open(app, n, bytes)) {
+        if (app->open)
+            seal_open_locked(app);
+        app_batch_t *b = blist_pop(&app->free_slots);
+        b->state = SLOT_OPEN;
+        b->seq = app->next_seq++;
+        b->opened_ms = wire_now_ms();
+        app->open = b;
+        wake = true; /* a new linger deadline, perhaps a sealed batch */
+    }
+    app_batch_t *b = app->open;
+    job->cb = cb;
+    job->opaque = opaque;
+    job->first = b->n_records;
+    job->n = (uint32_t)n;
+    job->bytes = bytes;
+    job->next = NULL;
+    if (b->jobs_tail)
+        b->jobs_tail->next = job;
+    else
+        b->jobs = job;
+    b->jobs_tail = job;
+    b->n_jobs++;
+    for (size_t i = 0; i < n; i++)
+        b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
+    b->n_records += (uint32_t)n;
+    b->bytes += bytes;
+    app->pending_calls++;
+    app->pending_records += n;
+    app->pending_bytes += bytes;
+    if (batch_full(app, b)) {
+        seal_open_locked(app);
+        wake = true;
+    }
+    if (wake)
+        wake_thread_locked(app);
+    pthread_mutex_unlock(&app->mu);
+    return VARLOG_OK;
+}
+
+/* ---- flush and close ----------------------------------------------------------------------- */
+
+/* Calls in batches opened up to seq that have not settled. Called with mu held. */
+static size_t unsettled_calls_locked(const varlog_appender_t *app, uint64_t seq)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < app->n_slots; i++) {
+        const app_batch_t *b = app->slots[i];
+        if (b->state != SLOT_FREE && !b->settle_pending && b->seq <= seq)
+            n += b->n_jobs;
+    }
+    return n;
+}
+
+/* Waits until every call queued so far settled, or the timeout. Called with mu held. */
+static varlog_err_t flush_locked(varlog_appender_t *app, int64_t timeout_ms, size_t *left)
+{
+    uint64_t seq = app->next_seq - 1;
+    struct timespec until;
+    if (timeout_ms > 0)
+        abs_deadline(&until, timeout_ms);
+    app->flushers++;
+    pthread_cond_signal(&app->wake);
+    size_t n;
+    while ((n = unsettled_calls_locked(app, seq)) > 0 && !app->thread_done) {
+        if (timeout_ms == 0)
+            break;
+        if (timeout_ms < 0)
+            pthread_cond_wait(&app->settled, &app->mu);
+        else if (pthread_cond_timedwait(&app->settled, &app->mu, &until) != 0)
+            timeout_ms = 0;
+    }
+    app->flushers--;
+    if (left)
+        *left = n;
+    return n ? VARLOG_ERR_TIMED_OUT : VARLOG_OK;
 }
 
 varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t timeout_ms,
                                    size_t *still_pending)
 {
-    (void)app;
-    (void)timeout_ms;
-    (void)still_pending;
-    return VARLOG_ERR_INTERNAL;
+    if (still_pending)
+        *still_pending = 0;
+    if (!app)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_flush: appender is NULL");
+    if (on_app_thread(app))
+        return errtext_set(VARLOG_ERR_STATE,
+                           "appender_flush: called from the appender's own callback, it would "
+                           "wait for itself");
+    pthread_mutex_lock(&app->mu);
+    size_t left = 0;
+    varlog_err_t err = flush_locked(app, timeout_ms, &left);
+    pthread_mutex_unlock(&app->mu);
+    if (still_pending)
+        *still_pending = left;
+    if (err != VARLOG_OK)
+        errtext_set(err, "appender_flush: %zu append calls still pending", left);
+    return err;
 }
 
-varlog_err_t varlog_appender_close(varlog_appender_t **app, int64_t timeout_ms)
+/* Stops intake and the thread, which settles everything left (CLOSED), and waits for it.
+ * Idempotent; safe against a concurrent call (client destroy and close). */
+static varlog_err_t app_shutdown(varlog_appender_t *app, int64_t timeout_ms)
 {
-    (void)app;
-    (void)timeout_ms;
-    return VARLOG_OK;
+    pthread_mutex_lock(&app->mu);
+    app->closing = true;
+    pthread_cond_broadcast(&app->space);
+    size_t left = 0;
+    varlog_err_t err = app->stop ? VARLOG_OK : flush_locked(app, timeout_ms, &left);
+    app->stop = true;
+    pthread_cond_signal(&app->wake);
+    while (!app->thread_done)
+        pthread_cond_wait(&app->settled, &app->mu);
+    pthread_mutex_unlock(&app->mu);
+    if (err != VARLOG_OK)
+        errtext_set(err, "appender_close: %zu append calls were not settled in time (CLOSED)",
+                    left);
+    return err;
+}
+
+varlog_err_t varlog_appender_close(varlog_appender_t **appp, int64_t timeout_ms)
+{
+    if (!appp || !*appp)
+        return VARLOG_OK;
+    varlog_appender_t *app = *appp;
+    if (on_app_thread(app))
+        return errtext_set(VARLOG_ERR_STATE,
+                           "appender_close: called from the appender's own callback, it would "
+                           "wait for itself");
+    varlog_err_t err = app_shutdown(app, timeout_ms);
+    /* Joined once, by whoever gets here first after the thread finished. */
+    pthread_mutex_lock(&app->mu);
+    bool join = app->joinable;
+    app->joinable = false;
+    varlog_client_t *c = app->c;
+    pthread_mutex_unlock(&app->mu);
+    if (join)
+        pthread_join(app->thread, NULL);
+    if (c)
+        client_remove_appender(c, app);
+    *appp = NULL;
+    app_unref(app);
+    return err;
+}
+
+void appenders_close_all(varlog_client_t *c)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        varlog_appender_t *app = c->appenders;
+        if (app) {
+            c->appenders = app->next_in_client;
+            app->in_client_list = false;
+            app_ref(app);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (!app)
+            return;
+        app_shutdown(app, 0);
+        pthread_mutex_lock(&app->mu);
+        bool join = app->joinable;
+        app->joinable = false;
+        app->c = NULL;
+        pthread_mutex_unlock(&app->mu);
+        if (join)
+            pthread_join(app->thread, NULL);
+        app_unref(app);
+    }
 }
 
 varlog_err_t varlog_appender_stats(varlog_appender_t *app, varlog_appender_stats_t *out)
 {
-    (void)app;
-    (void)out;
-    return VARLOG_ERR_INTERNAL;
+    if (!app || !out)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_stats: NULL argument");
+    pthread_mutex_lock(&app->mu);
+    *out = app->stats;
+    out->pending_calls = app->pending_calls;
+    out->pending_records = app->pending_records;
+    out->pending_bytes = app->pending_bytes;
+    pthread_mutex_unlock(&app->mu);
+    out->inflight_batches = atomic_load(&app->inflight_batches);
+    return VARLOG_OK;
 }

@@ -61,6 +61,8 @@ struct varlog_client {
     pthread_cond_t refresher_wake; /* with mu */
 
     struct client_counters stats;
+
+    struct varlog_appender *appenders; /* open appenders (mu); destroy closes them */
 };
 
 /* Registers a public call; CLOSED once destroy began. Every successful enter is paired with
@@ -75,6 +77,16 @@ int64_t client_remaining_ms(int64_t deadline_ms);
 /* Installs view if its applied index differs from the current one (takes the reference)
  * and renews the allowlist. */
 void client_install_view(varlog_client_t *c, md_view_t *view);
+
+/* append.c: whether topic_id (and log_stream_id unless 0) is in the metadata; an unknown id
+ * gets one refresh within deadline_ms (-1 = metadata.call.timeout.ms) before it is refused
+ * with UNKNOWN_TOPIC or UNKNOWN_LOG_STREAM (or the refresh's error). Sets the error text. */
+varlog_err_t append_check_target(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
+                                 int64_t deadline_ms);
+
+/* appender.c: closes every appender still open, as varlog_appender_close(.., 0) would, and
+ * detaches them from the client (their handles then only serve varlog_appender_close). */
+void appenders_close_all(varlog_client_t *c);
 
 /* append.c: the retry engine's lookups and lifecycle. */
 varlog_err_t append_engine_start(varlog_client_t *c);

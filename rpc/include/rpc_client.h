@@ -72,8 +72,11 @@ typedef struct rpc_stream_opts {
     int64_t timeout_ms;  /* deadline of the whole call; < 0 = none */
     bool wait_for_ready; /* wait for the connection instead of failing fast with UNAVAILABLE */
     /* Optional hook run on the I/O thread after a message or the end of the call becomes
-     * available to rpc_stream_recv. It must not block and must not call rpc_stream_*
-     * functions that wait; it is meant to signal another thread. */
+     * available to rpc_stream_recv. It runs with the stream's lock held and never after
+     * rpc_stream_destroy returned, so its argument only has to outlive the handle. It must
+     * not block and must not call any rpc_stream_* function on this stream; it is meant to
+     * signal another thread (taking a lock that is never held while calling into this
+     * stream). */
     void (*notify)(void *arg);
     void *notify_arg;
     /* Absolute deadline of the whole call (wire_now_ms clock), used instead of timeout_ms
@@ -114,6 +117,14 @@ varlog_err_t rpc_stream_close_send(rpc_stream_t *s);
  * destroyed, DECODE when a message was malformed (the call is then cancelled), TIMED_OUT.
  * One consumer thread at a time. */
 varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessage **msg);
+
+/* As rpc_stream_recv, but hands over the received message undecoded: on OK *bb is owned by
+ * the caller (grpc_byte_buffer_destroy). For callers that decode a hot message themselves;
+ * one that finds the message malformed calls rpc_stream_fail_decode. */
+varlog_err_t rpc_stream_recv_buffer(rpc_stream_t *s, int64_t timeout_ms, grpc_byte_buffer **bb);
+
+/* Fails the stream with DECODE (its sticky error) and cancels the call. Any thread. */
+void rpc_stream_fail_decode(rpc_stream_t *s);
 
 /* The call's final status; NULL until the status arrived (rpc_stream_recv returned END or
  * an RPC error). Valid until rpc_stream_destroy. */

@@ -171,11 +171,11 @@ static void after_event(rpc_stream_t *s, bool readable)
     bool drop = maybe_finish_locked(s);
     if (readable)
         pthread_cond_broadcast(&s->readable);
-    void (*notify)(void *) = s->opts.notify;
-    void *arg = s->opts.notify_arg;
+    /* Under the lock, and only while the owner holds the stream: once rpc_stream_destroy
+     * returned, the hook's argument may be gone. */
+    if (readable && s->opts.notify && !s->user_released)
+        s->opts.notify(s->opts.notify_arg);
     pthread_mutex_unlock(&s->mu);
-    if (readable && notify)
-        notify(arg);
     if (drop)
         rpc_stream_unref(s);
 }
@@ -461,6 +461,32 @@ varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessa
     if (!s || !msg)
         return VARLOG_ERR_INVALID_ARG;
     *msg = NULL;
+    grpc_byte_buffer *bb = NULL;
+    varlog_err_t err = rpc_stream_recv_buffer(s, timeout_ms, &bb);
+    if (err != VARLOG_OK)
+        return err;
+    *msg = wire_unpack(s->opts.response, bb);
+    grpc_byte_buffer_destroy(bb);
+    if (*msg)
+        return VARLOG_OK;
+    rpc_stream_fail_decode(s);
+    return VARLOG_ERR_DECODE;
+}
+
+void rpc_stream_fail_decode(rpc_stream_t *s)
+{
+    pthread_mutex_lock(&s->mu);
+    set_sticky(s, VARLOG_ERR_DECODE);
+    if (!s->finished)
+        grpc_call_cancel(s->link.call, NULL);
+    pthread_mutex_unlock(&s->mu);
+}
+
+varlog_err_t rpc_stream_recv_buffer(rpc_stream_t *s, int64_t timeout_ms, grpc_byte_buffer **out)
+{
+    if (!s || !out)
+        return VARLOG_ERR_INVALID_ARG;
+    *out = NULL;
     struct timespec deadline;
     if (timeout_ms > 0)
         abs_deadline(&deadline, timeout_ms);
@@ -470,16 +496,8 @@ varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessa
         if (bb) {
             arm_recv_locked(s);
             pthread_mutex_unlock(&s->mu);
-            *msg = wire_unpack(s->opts.response, bb);
-            grpc_byte_buffer_destroy(bb);
-            if (*msg)
-                return VARLOG_OK;
-            pthread_mutex_lock(&s->mu);
-            set_sticky(s, VARLOG_ERR_DECODE);
-            if (!s->finished)
-                grpc_call_cancel(s->link.call, NULL);
-            pthread_mutex_unlock(&s->mu);
-            return VARLOG_ERR_DECODE;
+            *out = bb;
+            return VARLOG_OK;
         }
         if (s->recv_eof && s->status_received) {
             varlog_err_t err = s->sticky != VARLOG_OK ? s->sticky : VARLOG_ERR_END;

@@ -1,0 +1,177 @@
+#ifndef VARLOG_APPENDER_INTERNAL_H
+#define VARLOG_APPENDER_INTERNAL_H
+
+/*
+ * The pipelined appender's objects, shared by appender.c (the public calls: intake, flush,
+ * close) and appender_io.c (the appender's thread: lanes, sends, answers, failures, retries,
+ * callbacks).
+ *
+ * Ownership of a batch slot follows its state: FREE and OPEN and READY slots are the
+ * appender's (under mu); a slot popped from the ready list belongs to the appender's thread
+ * (in a lane's in-flight list, or its list of settled batches) or to a retry task (until it
+ * puts the slot back on the ready list, under mu). Lanes belong to the thread, except the
+ * fields marked (mu).
+ *
+ * Lock order: the client's locks, then the appender's mu; the objpool's lock is a leaf. No
+ * rpc_* or grpc_* function is called with mu held: a stream's notify hook and a slot's
+ * release run under gRPC-side locks and take mu.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <grpc/grpc.h>
+
+#include "client_internal.h"
+#include "varlog/appender.h"
+#include "vq/objpool.h"
+
+/* One append call: the pooled result object its callback receives. */
+typedef struct app_job {
+    varlog_append_result_t res;
+    varlog_append_cb *cb;
+    void *opaque;
+    uint32_t first; /* index of its first record in the batch */
+    uint32_t n;
+    uint64_t bytes;
+    struct app_job *next;
+} app_job_t;
+
+typedef enum { SLOT_FREE, SLOT_OPEN, SLOT_READY, SLOT_OUT } slot_state_t;
+
+/* A transmit-queue slot: one batch of records encoded as AppendRequest payload fields. */
+typedef struct app_batch {
+    struct app_batch *next; /* in the free, ready, in-flight or settled list */
+    struct varlog_appender *app;
+    slot_state_t state; /* (mu) */
+    uint64_t seq;       /* opening order; flush waits by it, retries go back in it */
+    uint8_t *buf;
+    size_t len, cap;
+    uint32_t n_records;
+    uint64_t bytes; /* payload bytes */
+    app_job_t *jobs, *jobs_tail;
+    uint32_t n_jobs;
+    varlog_entry_meta_t *metas; /* appender batch.max.records */
+    int64_t opened_ms;          /* linger counts from the first record */
+    /* Set when the batch is first sent: the slice gRPC's messages share. The slot is free
+     * again only once gRPC dropped its last reference (slot_released). */
+    grpc_slice body;
+    atomic_bool has_body; /* atomic: gRPC's refcount, which orders it, is invisible to TSan */
+    bool settle_pending;  /* (mu) settled; waits for the body's release to become free */
+    /* The thread's, while the batch is out. */
+    int64_t sent_ms;
+    unsigned attempts;
+    bool maybe; /* an earlier attempt may have stored it */
+    varlog_err_t err;
+    varlog_outcome_t outcome;
+    char errtext[320];
+} app_batch_t;
+
+typedef struct batch_list {
+    app_batch_t *head, *tail;
+    size_t n;
+} batch_list_t;
+
+/* One log stream and its Append stream. */
+typedef struct app_lane {
+    struct varlog_appender *app;
+    int32_t ls;
+    char *target; /* the primary the stream was opened to */
+    rpc_stream_t *stream;
+    batch_list_t inflight; /* sent on stream, oldest first */
+    size_t answered;       /* answers matched on this stream */
+    bool timed_out;        /* the thread cancelled the stream: an answer took too long */
+    unsigned failures;     /* consecutive stream failures: the reopen backoff */
+    int64_t reopen_ms;     /* no new stream before this */
+    bool gone;             /* topic mode: the log stream left the topic's metadata */
+    bool held;             /* (mu) a retry task holds batches that must go first */
+    atomic_bool readable;  /* set by the stream's notify hook */
+} app_lane_t;
+
+/* Batches waiting for a retry: owned by one engine task until it puts them back. */
+typedef struct app_retry {
+    struct varlog_appender *app;
+    varlog_client_t *client;
+    app_lane_t *lane; /* held until the batches are back, in bound mode */
+    batch_list_t batches;
+    bool taken; /* (mu) closing took the batches back */
+    struct app_retry *next;
+} app_retry_t;
+
+struct varlog_appender {
+    varlog_client_t *c; /* NULL once the client's destroy closed the appender */
+    int32_t topic_id;
+    int32_t fixed_ls; /* 0 = topic mode */
+    uint32_t batch_max_records;
+    uint64_t batch_max_bytes;
+    uint64_t record_max_bytes;
+    int64_t linger_ms;
+    size_t depth;
+    uint64_t queue_max_records, queue_max_bytes;
+    int64_t attempt_timeout_ms;
+    unsigned max_attempts;
+    bool retry_maybe;
+    size_t slot_cap;
+    atomic_int refs; /* the handle, live bodies, retry tasks */
+
+    pthread_mutex_t mu;
+    pthread_cond_t space;   /* producers: queue room or a free slot */
+    pthread_cond_t wake;    /* the thread */
+    pthread_cond_t settled; /* flush and close: batches settled, thread done */
+    bool closing;           /* intake stopped */
+    bool stop;              /* the thread fails what is left and exits */
+    bool thread_done;
+    bool thread_idle; /* waiting on wake */
+    size_t flushers;  /* linger is ignored while > 0 */
+    app_batch_t *open;
+    batch_list_t ready;
+    batch_list_t free_slots;
+    app_batch_t **slots; /* every slot, for flush's scan and the final free */
+    size_t n_slots;
+    uint64_t next_seq;
+    uint64_t pending_calls, pending_records, pending_bytes;
+    app_retry_t *retries;
+    size_t n_retries; /* retry tasks not yet released by the engine */
+    bool in_client_list;
+    struct varlog_appender *next_in_client; /* (client mu) */
+
+    app_lane_t **lanes; /* the thread's; appended to, never shrunk */
+    size_t n_lanes;
+    uint64_t lanes_index; /* metadata applied index the lanes were built from */
+    size_t rr;            /* round-robin start of the lane pick */
+    uint8_t *scratch;     /* an answer laid out flat */
+    size_t scratch_cap;
+
+    vq_objpool_t *jobs;
+    pthread_t thread;
+    bool has_thread;               /* set before the handle is returned, never changed */
+    bool joinable;                 /* (mu) nobody joined the thread yet */
+    batch_list_t *outboxes;        /* the thread's: per lane, batches to send */
+    varlog_appender_stats_t stats; /* (mu), gauges filled on read */
+    atomic_uint_fast64_t inflight_batches;
+};
+
+/* ---- lists ---- */
+void blist_push(batch_list_t *l, app_batch_t *b);
+app_batch_t *blist_pop(batch_list_t *l);
+/* Inserts every batch of src into dst by increasing seq (both lists sorted). */
+void blist_merge(batch_list_t *dst, batch_list_t *src);
+
+/* ---- appender.c ---- */
+void app_ref(varlog_appender_t *app);
+void app_unref(varlog_appender_t *app);
+/* A slot whose batch settled, back to the free list; called with mu held. */
+void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b);
+/* Adds slots for a new lane. Called by the thread without mu. */
+varlog_err_t app_add_slots(varlog_appender_t *app, size_t n);
+
+/* ---- appender_io.c ---- */
+void *app_thread_main(void *arg);
+app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls);
+void app_lane_free(app_lane_t *lane);
+/* gRPC dropped its last reference to a batch's bytes. */
+void app_body_released(void *batch);
+
+#endif

@@ -1,0 +1,846 @@
+/* The pipelined appender's thread: it closes lingering batches, hands them to lanes (one
+ * Append stream per log stream), sends them, matches answers in order, settles failed
+ * streams, sends retries to the engine, and runs every callback. See appender_internal.h
+ * for who owns what. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+
+#include "append_codec.h"
+#include "appender_internal.h"
+#include "outcome.h"
+#include "snpb/log_io.pb-c.h"
+#include "wire.h"
+
+/* How long a settling stream may take to report its sends after cancellation. */
+#define SEND_SETTLE_MS 1000
+/* Topic mode: how often the thread looks for a new metadata version while idle. */
+#define METADATA_POLL_MS 200
+
+/* ---- lanes --------------------------------------------------------------------------------- */
+
+app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls)
+{
+    app_lane_t *lane = calloc(1, sizeof(*lane));
+    if (!lane)
+        return NULL;
+    lane->app = app;
+    lane->ls = ls;
+    atomic_init(&lane->readable, false);
+    return lane;
+}
+
+void app_lane_free(app_lane_t *lane)
+{
+    if (!lane)
+        return;
+    free(lane->target);
+    free(lane);
+}
+
+/* The stream's notify hook, on the I/O thread under the stream's lock. */
+static void lane_notify(void *arg)
+{
+    app_lane_t *lane = arg;
+    varlog_appender_t *app = lane->app;
+    atomic_store(&lane->readable, true);
+    pthread_mutex_lock(&app->mu);
+    if (app->thread_idle)
+        pthread_cond_signal(&app->wake);
+    pthread_mutex_unlock(&app->mu);
+}
+
+static size_t lane_load(const app_lane_t *lane, const batch_list_t *outbox)
+{
+    return lane->inflight.n + outbox->n;
+}
+
+/* ---- settling ------------------------------------------------------------------------------ */
+
+static void batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
+{
+    b->err = err;
+    b->outcome = b->maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->errtext, sizeof(b->errtext), fmt, ap);
+    va_end(ap);
+}
+
+/* Runs the callbacks of settled batches, in order, then gives their room back. Called by the
+ * thread without mu. */
+static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
+{
+    if (!settled->head)
+        return;
+    uint64_t ok_calls = 0, failed_calls = 0, records = 0;
+    for (app_batch_t *b = settled->head; b; b = b->next) {
+        for (app_job_t *j = b->jobs; j; j = j->next) {
+            j->res.err = b->err;
+            j->res.n = j->n;
+            if (b->err == VARLOG_OK) {
+                j->res.outcome = VARLOG_APPENDED;
+                j->res.metas = &b->metas[j->first];
+                j->res.errtext = "";
+                ok_calls++;
+                records += j->n;
+            } else {
+                j->res.outcome = b->outcome;
+                j->res.metas = NULL;
+                j->res.errtext = b->errtext;
+                failed_calls++;
+            }
+            j->cb(&j->res, j->opaque);
+        }
+    }
+    /* Drop our reference to the bytes first: if gRPC let go already, the release runs here
+     * and the slot is freed below; if not, the release frees it later. */
+    for (app_batch_t *b = settled->head; b; b = b->next) {
+        if (atomic_load(&b->has_body))
+            grpc_slice_unref(b->body);
+    }
+    app_job_t *jobs = NULL;
+    pthread_mutex_lock(&app->mu);
+    app_batch_t *b;
+    while ((b = blist_pop(settled))) {
+        app->pending_calls -= b->n_jobs;
+        app->pending_records -= b->n_records;
+        app->pending_bytes -= b->bytes;
+        if (b->jobs_tail) {
+            b->jobs_tail->next = jobs;
+            jobs = b->jobs;
+        }
+        if (atomic_load(&b->has_body)) {
+            b->settle_pending = true;
+        } else {
+            app_slot_free_locked(app, b);
+        }
+    }
+    app->stats.calls_appended += ok_calls;
+    app->stats.calls_failed += failed_calls;
+    app->stats.records_appended += records;
+    pthread_cond_broadcast(&app->space);
+    pthread_cond_broadcast(&app->settled);
+    pthread_mutex_unlock(&app->mu);
+    while (jobs) {
+        app_job_t *next = jobs->next;
+        vq_objpool_put(app->jobs, jobs);
+        jobs = next;
+    }
+}
+
+/* ---- retries ------------------------------------------------------------------------------- */
+
+static int retry_handler(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    app_retry_t *r = arg;
+    varlog_client_t *c = r->client;
+    /* Fresh metadata before the batches go out again; concurrent retries share the call. */
+    atomic_fetch_add(&c->stats.lookups, 1);
+    vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
+    (void)vq_batcher_lookup(c->batcher, &item);
+    return 0;
+}
+
+/* Puts the batches back in front of newer ones, whatever the task's result: the thread
+ * fails them if the appender is stopping. */
+static void retry_after(void *arg, int result)
+{
+    (void)result;
+    app_retry_t *r = arg;
+    varlog_appender_t *app = r->app;
+    pthread_mutex_lock(&app->mu);
+    if (!r->taken) {
+        r->taken = true;
+        for (app_batch_t *b = r->batches.head; b; b = b->next)
+            b->state = SLOT_READY;
+        blist_merge(&app->ready, &r->batches);
+        if (r->lane)
+            r->lane->held = false;
+    }
+    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    pthread_cond_signal(&app->wake);
+    pthread_mutex_unlock(&app->mu);
+}
+
+static void retry_release(void *arg)
+{
+    app_retry_t *r = arg;
+    varlog_client_t *c = r->client;
+    varlog_appender_t *app = r->app;
+    free(r);
+    app_unref(app);
+    pthread_mutex_lock(&c->mu);
+    if (--c->retry_tasks == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int64_t backoff_ns(const varlog_appender_t *app, unsigned failures)
+{
+    const varlog_conf_t *conf = app->c->conf;
+    int64_t d = conf->append_retry_backoff_ms;
+    for (unsigned i = 1; i < failures && d < conf->append_retry_backoff_max_ms; i++)
+        d *= 2;
+    if (d > conf->append_retry_backoff_max_ms)
+        d = conf->append_retry_backoff_max_ms;
+    return d * 1000000;
+}
+
+/* Hands batches to the engine: a backoff, a lookup, then back to the ready list. In bound
+ * mode the lane waits for them so that they keep their place before newer batches. Returns
+ * false when the engine refused (the client is closing): the caller settles them. */
+static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t *batches)
+{
+    varlog_client_t *c = app->c;
+    app_retry_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return false;
+    r->app = app;
+    r->client = c;
+    r->lane = app->fixed_ls ? lane : NULL;
+    r->batches = *batches;
+    int64_t delay = backoff_ns(app, lane->failures);
+    vq_task_spec_t spec = {
+        .handler = retry_handler,
+        .arg = r,
+        .after = retry_after,
+        .release = retry_release,
+        .timeout_ns =
+            delay +
+            (c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000) * 1000000,
+        .retry = {.count = 0,
+                  .min_ns = delay,
+                  .max_ns = delay,
+                  .factor = 2.0,
+                  .jitter = true,
+                  .delay_first = true},
+    };
+    app_ref(app);
+    pthread_mutex_lock(&c->mu);
+    c->retry_tasks++;
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&app->mu);
+    r->next = app->retries;
+    app->retries = r;
+    if (r->lane)
+        lane->held = true;
+    app->stats.batches_retried += batches->n;
+    pthread_mutex_unlock(&app->mu);
+    if (vq_engine_submit(c->engine, &spec) == VQ_OK) {
+        *batches = (batch_list_t){0};
+        return true;
+    }
+    pthread_mutex_lock(&app->mu);
+    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    if (r->lane)
+        lane->held = false;
+    app->stats.batches_retried -= batches->n;
+    pthread_mutex_unlock(&app->mu);
+    pthread_mutex_lock(&c->mu);
+    if (--c->retry_tasks == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+    free(r);
+    atomic_fetch_sub(&app->refs, 1);
+    return false;
+}
+
+/* ---- a stream's end ------------------------------------------------------------------------ */
+
+typedef struct thread_state {
+    varlog_appender_t *app;
+    batch_list_t settled;
+    int32_t *allowed; /* topic mode: allowed log streams, from the allowlist */
+    size_t n_allowed, allowed_cap;
+    int32_t fallback_ls;  /* when none is allowed: the denial that ends first */
+    varlog_err_t no_lane; /* NO_LOG_STREAM / UNKNOWN_TOPIC when nothing can be picked */
+    char no_lane_why[160];
+    bool stopping;
+} thread_state_t;
+
+/* Settles or retries every batch still on lane's stream, then drops the stream. err and
+ * msg are the stream's end (its final status, or a local failure). */
+static void lane_failed(thread_state_t *ts, app_lane_t *lane, varlog_err_t err, const char *msg)
+{
+    varlog_appender_t *app = ts->app;
+    varlog_client_t *c = app->c;
+    bool closing = ts->stopping;
+    size_t sent = lane->stream ? rpc_stream_sent(lane->stream, SEND_SETTLE_MS) : 0;
+    if (lane->timed_out && !closing)
+        err = VARLOG_ERR_RPC_DEADLINE_EXCEEDED;
+    batch_list_t retry = {0};
+    bool deny = false;
+    size_t i = 0;
+    app_batch_t *b;
+    while ((b = blist_pop(&lane->inflight))) {
+        bool maybe_sent = lane->answered + i++ < sent;
+        append_verdict_t v = append_classify(err, msg, maybe_sent, closing, false);
+        b->maybe |= v.ambiguous;
+        deny |= v.deny;
+        char text[sizeof(b->errtext)];
+        snprintf(text, sizeof(text),
+                 "append of %" PRIu32 " records to log stream %d of topic %d at %s (attempt %u): "
+                 "%s%s%s%s",
+                 b->n_records, lane->ls, app->topic_id, lane->target ? lane->target : "?",
+                 b->attempts, varlog_err_str(err), msg[0] ? ": " : "", msg,
+                 lane->timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
+        if (!closing && v.retriable && b->attempts < app->max_attempts &&
+            (!b->maybe || app->retry_maybe)) {
+            snprintf(b->errtext, sizeof(b->errtext), "%s", text);
+            b->err = v.err;
+            blist_push(&retry, b);
+        } else {
+            batch_fail(b, v.err, "%s", text);
+            blist_push(&ts->settled, b);
+        }
+    }
+    atomic_fetch_sub(&app->inflight_batches, i);
+    if (lane->stream) {
+        rpc_stream_destroy(lane->stream);
+        lane->stream = NULL;
+    }
+    lane->answered = 0;
+    lane->timed_out = false;
+    lane->failures++;
+    lane->reopen_ms = wire_now_ms() + backoff_ns(app, lane->failures) / 1000000;
+    int64_t ttl = c->conf->append_deny_ttl_ms;
+    if (deny && !closing && ttl > 0 &&
+        allowlist_deny(&c->allow, app->topic_id, lane->ls, wire_now_ms() + ttl)) {
+        atomic_fetch_add(&c->stats.denials, 1);
+        log_line(&c->log, VARLOG_LOG_NOTICE, VARLOG_LOG_CTX_APPEND,
+                 "log stream %d of topic %d denied for %lld ms: appender stream failed: %s%s%s",
+                 lane->ls, app->topic_id, (long long)ttl, varlog_err_str(err), msg[0] ? ": " : "",
+                 msg);
+    }
+    if (retry.head && !retry_submit(app, lane, &retry)) {
+        while ((b = blist_pop(&retry))) {
+            b->err = VARLOG_ERR_CLOSED;
+            b->outcome = b->maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED;
+            blist_push(&ts->settled, b);
+        }
+    }
+}
+
+/* ---- sending ------------------------------------------------------------------------------- */
+
+/* Opens lane's stream to the log stream's primary in the current metadata. */
+static varlog_err_t lane_open(thread_state_t *ts, app_lane_t *lane, char *why, size_t why_size)
+{
+    varlog_appender_t *app = ts->app;
+    varlog_client_t *c = app->c;
+    md_view_t *v = md_current(c);
+    const md_log_stream_t *l = md_view_log_stream(v, app->topic_id, lane->ls);
+    varlog_err_t err = VARLOG_OK;
+    if (!l) {
+        err = VARLOG_ERR_UNKNOWN_LOG_STREAM;
+        snprintf(why, why_size, "log stream %d of topic %d is not in the metadata", lane->ls,
+                 app->topic_id);
+    } else if (!l->primary) {
+        err = VARLOG_ERR_RPC_UNAVAILABLE;
+        snprintf(why, why_size, "log stream %d of topic %d: its primary has no known address",
+                 lane->ls, app->topic_id);
+    } else if (!lane->target || strcmp(lane->target, l->primary) != 0) {
+        free(lane->target);
+        lane->target = strdup(l->primary);
+        if (!lane->target) {
+            err = VARLOG_ERR_NOMEM;
+            snprintf(why, why_size, "out of memory");
+        }
+    }
+    md_view_unref(v);
+    if (err != VARLOG_OK)
+        return err;
+    rpc_stream_opts_t so = {.kind = RPC_STREAM_BIDI,
+                            .response = &varlog__snpb__append_response__descriptor,
+                            .recv_window = app->depth + 1,
+                            .timeout_ms = -1,
+                            .notify = lane_notify,
+                            .notify_arg = lane};
+    err = rpc_stream_open(c->rpc, lane->target, SN_PATH_APPEND, &so, NULL, &lane->stream);
+    if (err != VARLOG_OK) {
+        snprintf(why, why_size, "could not open an Append stream to %s", lane->target);
+        return err;
+    }
+    lane->answered = 0;
+    pthread_mutex_lock(&app->mu);
+    app->stats.streams_opened++;
+    pthread_mutex_unlock(&app->mu);
+    return VARLOG_OK;
+}
+
+static void lane_send(thread_state_t *ts, app_lane_t *lane, batch_list_t *outbox)
+{
+    varlog_appender_t *app = ts->app;
+    if (!outbox->head)
+        return;
+    if (!lane->stream) {
+        char why[200];
+        varlog_err_t err = lane_open(ts, lane, why, sizeof(why));
+        if (err != VARLOG_OK) {
+            /* Nothing was sent: the batches go through the same verdicts as a failed
+             * stream's, as never sent. */
+            size_t n = outbox->n;
+            app_batch_t *b;
+            while ((b = blist_pop(outbox))) {
+                b->attempts++;
+                blist_push(&lane->inflight, b);
+            }
+            atomic_fetch_add(&app->inflight_batches, n);
+            if (err == VARLOG_ERR_UNKNOWN_LOG_STREAM && !app->fixed_ls)
+                lane->gone = true;
+            lane_failed(ts, lane, err, why);
+            return;
+        }
+    }
+    uint8_t head[CODEC_HEAD_MAX];
+    size_t head_len = codec_put_head(head, app->topic_id, lane->ls);
+    int64_t now = wire_now_ms();
+    size_t n = 0;
+    bool broken = false;
+    app_batch_t *b;
+    while ((b = blist_pop(outbox))) {
+        if (!atomic_load(&b->has_body)) {
+            app_ref(app);
+            b->body = grpc_slice_new_with_user_data(b->buf, b->len, app_body_released, b);
+            atomic_store(&b->has_body, true);
+        }
+        b->attempts++;
+        b->sent_ms = now;
+        blist_push(&lane->inflight, b);
+        n++;
+        if (!broken && rpc_stream_send_shared(lane->stream, head, head_len, b->body) != VARLOG_OK)
+            broken = true; /* the stream failed: its end settles this batch and the rest */
+    }
+    atomic_fetch_add(&app->inflight_batches, n);
+    pthread_mutex_lock(&app->mu);
+    app->stats.batches_sent += n;
+    pthread_mutex_unlock(&app->mu);
+    if (broken)
+        rpc_stream_cancel(lane->stream);
+}
+
+/* ---- answers ------------------------------------------------------------------------------- */
+
+/* The answer's bytes in one piece: in place when gRPC delivered one slice, else copied into
+ * the thread's scratch buffer (grown once to the largest answer seen). */
+static const uint8_t *flatten(varlog_appender_t *app, grpc_byte_buffer *bb, size_t *len)
+{
+    if (bb->type == GRPC_BB_RAW && bb->data.raw.compression == GRPC_COMPRESS_NONE &&
+        bb->data.raw.slice_buffer.count == 1) {
+        grpc_slice s = bb->data.raw.slice_buffer.slices[0];
+        *len = GRPC_SLICE_LENGTH(s);
+        return GRPC_SLICE_START_PTR(s);
+    }
+    size_t total = grpc_byte_buffer_length(bb);
+    if (total > app->scratch_cap) {
+        uint8_t *p = realloc(app->scratch, total);
+        if (!p)
+            return NULL;
+        app->scratch = p;
+        app->scratch_cap = total;
+    }
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return NULL;
+    size_t off = 0;
+    grpc_slice s;
+    while (grpc_byte_buffer_reader_next(&r, &s)) {
+        size_t l = GRPC_SLICE_LENGTH(s);
+        memcpy(app->scratch + off, GRPC_SLICE_START_PTR(s), l);
+        off += l;
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&r);
+    *len = off;
+    return app->scratch;
+}
+
+/* Matches every answer waiting on lane's stream with its batch, and settles the stream if it
+ * ended. */
+static void lane_drain(thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms)
+{
+    varlog_appender_t *app = ts->app;
+    atomic_store(&lane->readable, false);
+    while (lane->stream) {
+        grpc_byte_buffer *bb = NULL;
+        varlog_err_t err = rpc_stream_recv_buffer(lane->stream, timeout_ms, &bb);
+        if (err == VARLOG_ERR_TIMED_OUT && ts->stopping)
+            err = VARLOG_ERR_CLOSED; /* a cancelled stream that does not end: give up on it */
+        if (err == VARLOG_ERR_TIMED_OUT)
+            return;
+        if (err != VARLOG_OK) {
+            const rpc_status_t *st = rpc_stream_status(lane->stream);
+            const char *msg = st && st->message ? st->message : "";
+            if (err == VARLOG_ERR_END)
+                msg = "the stream ended before every request was answered";
+            if (lane->inflight.head || err != VARLOG_ERR_END || ts->stopping)
+                lane_failed(ts, lane, err, msg);
+            else {
+                rpc_stream_destroy(lane->stream);
+                lane->stream = NULL;
+            }
+            return;
+        }
+        app_batch_t *b = blist_pop(&lane->inflight);
+        if (!b) {
+            grpc_byte_buffer_destroy(bb);
+            rpc_stream_fail_decode(lane->stream); /* an answer to nothing: the pairing is lost */
+            continue;
+        }
+        atomic_fetch_sub(&app->inflight_batches, 1);
+        size_t len = 0;
+        const uint8_t *p = flatten(app, bb, &len);
+        char why[160] = "out of memory for an answer";
+        varlog_err_t derr =
+            p ? codec_read_append_response(p, len, b->metas, b->n_records, why, sizeof(why))
+              : VARLOG_ERR_NOMEM;
+        grpc_byte_buffer_destroy(bb);
+        lane->answered++;
+        if (derr == VARLOG_OK) {
+            b->err = VARLOG_OK;
+            b->outcome = VARLOG_APPENDED;
+            if (lane->failures) {
+                lane->failures = 0;
+                allowlist_allow(&app->c->allow, app->topic_id, lane->ls);
+            }
+        } else {
+            /* The node answered: the batch is stored or, with an answer we cannot read, may
+             * be. Later answers can no longer be trusted to pair with their requests. */
+            b->maybe = true;
+            batch_fail(b, derr,
+                       "append of %" PRIu32 " records to log stream %d of topic %d at %s: %s",
+                       b->n_records, lane->ls, app->topic_id, lane->target, why);
+            rpc_stream_fail_decode(lane->stream);
+        }
+        blist_push(&ts->settled, b);
+    }
+}
+
+/* Cancels the stream of a lane whose oldest request waited too long; its end is then settled
+ * as a hung node's. Returns the next time to look (INT64_MAX = none). */
+static int64_t lane_check_timeout(thread_state_t *ts, app_lane_t *lane, int64_t now)
+{
+    const app_batch_t *head = lane->inflight.head;
+    if (!head || !lane->stream || lane->timed_out)
+        return INT64_MAX;
+    int64_t due = head->sent_ms + ts->app->attempt_timeout_ms;
+    if (now < due)
+        return due;
+    lane->timed_out = true;
+    rpc_stream_cancel(lane->stream);
+    return INT64_MAX;
+}
+
+/* ---- metadata ------------------------------------------------------------------------------ */
+
+/* Topic mode: lanes for log streams that joined the topic, and the allowed set. Without mu. */
+static void refresh_lanes(thread_state_t *ts)
+{
+    varlog_appender_t *app = ts->app;
+    varlog_client_t *c = app->c;
+    md_view_t *v = md_current(c);
+    if (v->applied_index != app->lanes_index && !app->fixed_ls) {
+        const md_topic_t *t = md_view_topic(v, app->topic_id);
+        for (size_t i = 0; t && i < t->n_log_streams; i++) {
+            int32_t ls = t->log_stream_ids[i];
+            bool known = false;
+            for (size_t j = 0; j < app->n_lanes && !known; j++)
+                known = app->lanes[j]->ls == ls;
+            if (known)
+                continue;
+            app_lane_t *lane = app_lane_new(app, ls);
+            app_lane_t **lanes =
+                lane ? realloc(app->lanes, (app->n_lanes + 1) * sizeof(*lanes)) : NULL;
+            batch_list_t *boxes =
+                lanes ? realloc(app->outboxes, (app->n_lanes + 1) * sizeof(*boxes)) : NULL;
+            if (!boxes || app_add_slots(app, app->depth + 1) != VARLOG_OK) {
+                if (lanes)
+                    app->lanes = lanes;
+                if (boxes)
+                    app->outboxes = boxes;
+                app_lane_free(lane);
+                break; /* out of memory: the next version tries again */
+            }
+            app->outboxes = boxes;
+            app->outboxes[app->n_lanes] = (batch_list_t){0};
+            pthread_mutex_lock(&app->mu);
+            lanes[app->n_lanes++] = lane;
+            app->lanes = lanes;
+            pthread_mutex_unlock(&app->mu);
+            log_line(&c->log, VARLOG_LOG_INFO, VARLOG_LOG_CTX_APPEND,
+                     "appender of topic %d: log stream %d joined", app->topic_id, ls);
+        }
+        for (size_t j = 0; j < app->n_lanes; j++)
+            app->lanes[j]->gone = !md_view_log_stream(v, app->topic_id, app->lanes[j]->ls);
+    }
+    app->lanes_index = v->applied_index;
+    md_view_unref(v);
+    if (app->fixed_ls)
+        return;
+    if (ts->allowed_cap < app->n_lanes) {
+        int32_t *p = realloc(ts->allowed, app->n_lanes * sizeof(*p));
+        if (p) {
+            ts->allowed = p;
+            ts->allowed_cap = app->n_lanes;
+        }
+    }
+    size_t n = 0;
+    ts->no_lane =
+        allowlist_list(&c->allow, app->topic_id, wire_now_ms(), ts->allowed, ts->allowed_cap, &n);
+    ts->n_allowed = n < ts->allowed_cap ? n : ts->allowed_cap;
+    ts->fallback_ls = 0;
+    if (ts->no_lane == VARLOG_OK && n == 0) {
+        const char *why = "";
+        ts->no_lane =
+            allowlist_pick(&c->allow, app->topic_id, wire_now_ms(), &ts->fallback_ls, NULL, &why);
+        snprintf(ts->no_lane_why, sizeof(ts->no_lane_why), "%s", why);
+    } else if (ts->no_lane != VARLOG_OK) {
+        snprintf(ts->no_lane_why, sizeof(ts->no_lane_why), "topic %d is not in the metadata",
+                 app->topic_id);
+    }
+}
+
+static bool lane_allowed(const thread_state_t *ts, const app_lane_t *lane)
+{
+    if (ts->app->fixed_ls)
+        return true;
+    if (lane->gone)
+        return false;
+    if (ts->n_allowed == 0)
+        return lane->ls == ts->fallback_ls;
+    for (size_t i = 0; i < ts->n_allowed; i++) {
+        if (ts->allowed[i] == lane->ls)
+            return true;
+    }
+    return false;
+}
+
+/* The lane for the next batch: allowed, not held, not backing off, with room in its
+ * pipeline, the least loaded (round robin among equals). -1 when none. Called with mu. */
+static ptrdiff_t pick_lane_locked(thread_state_t *ts, int64_t now)
+{
+    varlog_appender_t *app = ts->app;
+    ptrdiff_t best = -1;
+    size_t best_load = SIZE_MAX;
+    for (size_t k = 0; k < app->n_lanes; k++) {
+        size_t i = (app->rr + k) % app->n_lanes;
+        const app_lane_t *lane = app->lanes[i];
+        size_t load = lane_load(lane, &app->outboxes[i]);
+        if (lane->held || load >= app->depth || (!lane->stream && now < lane->reopen_ms) ||
+            !lane_allowed(ts, lane))
+            continue;
+        if (load < best_load) {
+            best = (ptrdiff_t)i;
+            best_load = load;
+        }
+    }
+    if (best >= 0)
+        app->rr = (size_t)best + 1;
+    return best;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+/* With mu held: closes the open batch when it is due and could go out, hands ready batches
+ * to lanes, and says when to look again (INT64_MAX = only when woken). */
+static int64_t plan_locked(thread_state_t *ts, int64_t now, bool *work)
+{
+    varlog_appender_t *app = ts->app;
+    int64_t next = INT64_MAX;
+    app_batch_t *open = app->open;
+    if (open && open->n_records > 0) {
+        int64_t due = app->flushers > 0 || app->closing ? now : open->opened_ms + app->linger_ms;
+        if (now >= due && !app->ready.head) {
+            app->open = NULL;
+            open->state = SLOT_READY;
+            blist_push(&app->ready, open);
+        } else if (due > now && due < next) {
+            next = due;
+        }
+    }
+    if (app->fixed_ls && app->lanes[0]->held)
+        return next;
+    if (!app->fixed_ls && ts->no_lane != VARLOG_OK && app->ready.head) {
+        /* No log stream to send to: nothing will change that but new metadata. */
+        app_batch_t *b;
+        while ((b = blist_pop(&app->ready))) {
+            b->state = SLOT_OUT;
+            batch_fail(b, ts->no_lane, "append to topic %d: %s", app->topic_id, ts->no_lane_why);
+            blist_push(&ts->settled, b);
+        }
+        *work = true;
+        return next;
+    }
+    while (app->ready.head) {
+        ptrdiff_t i = pick_lane_locked(ts, now);
+        if (i < 0)
+            break;
+        app_batch_t *b = blist_pop(&app->ready);
+        b->state = SLOT_OUT;
+        blist_push(&app->outboxes[i], b);
+        *work = true;
+    }
+    if (app->ready.head) {
+        /* Waiting for a lane: a backoff may end before anything wakes us. */
+        for (size_t i = 0; i < app->n_lanes; i++) {
+            const app_lane_t *lane = app->lanes[i];
+            if (!lane->stream && lane->reopen_ms > now && lane->reopen_ms < next)
+                next = lane->reopen_ms;
+        }
+    }
+    return next;
+}
+
+/* Bound mode: a batch coming back from a retry to a log stream the fresh metadata shows
+ * sealed fails with SEALED rather than going out again. Without mu. */
+static void fail_sealed_retries(thread_state_t *ts)
+{
+    varlog_appender_t *app = ts->app;
+    if (!app->fixed_ls)
+        return;
+    md_view_t *v = md_current(app->c);
+    const md_log_stream_t *l = md_view_log_stream(v, app->topic_id, app->fixed_ls);
+    bool sealed = l && l->sealed;
+    md_view_unref(v);
+    if (!sealed)
+        return;
+    batch_list_t *box = &app->outboxes[0];
+    batch_list_t keep = {0};
+    app_batch_t *b;
+    while ((b = blist_pop(box))) {
+        if (b->attempts == 0) {
+            blist_push(&keep, b);
+            continue;
+        }
+        batch_fail(b, VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", app->fixed_ls,
+                   app->topic_id);
+        blist_push(&ts->settled, b);
+    }
+    *box = keep;
+}
+
+/* The appender is stopping: cancel every stream, settle what was answered, fail the rest
+ * with CLOSED. */
+static void stop_all(thread_state_t *ts)
+{
+    varlog_appender_t *app = ts->app;
+    ts->stopping = true;
+    for (size_t i = 0; i < app->n_lanes; i++) {
+        app_lane_t *lane = app->lanes[i];
+        batch_list_t *box = &app->outboxes[i];
+        app_batch_t *b;
+        while ((b = blist_pop(box))) {
+            batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
+                       b->attempts ? "could be sent again" : "was sent");
+            blist_push(&ts->settled, b);
+        }
+        if (!lane->stream)
+            continue;
+        /* Answers that arrived before the cancel still count; the stream's end then settles
+         * the rest as CLOSED (MAYBE_APPENDED for what was sent). */
+        rpc_stream_cancel(lane->stream);
+        lane_drain(ts, lane, SEND_SETTLE_MS);
+    }
+    pthread_mutex_lock(&app->mu);
+    batch_list_t left = {0};
+    for (app_retry_t *r = app->retries; r; r = r->next) {
+        if (!r->taken) {
+            r->taken = true;
+            blist_merge(&left, &r->batches);
+        }
+    }
+    blist_merge(&left, &app->ready);
+    app->ready = (batch_list_t){0};
+    if (app->open && app->open->n_records > 0) {
+        app->open->state = SLOT_READY;
+        blist_push(&left, app->open);
+        app->open = NULL;
+    }
+    pthread_mutex_unlock(&app->mu);
+    app_batch_t *b;
+    while ((b = blist_pop(&left))) {
+        b->state = SLOT_OUT;
+        batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
+                   b->attempts ? "could be sent again" : "was sent");
+        blist_push(&ts->settled, b);
+    }
+    run_callbacks(app, &ts->settled);
+}
+
+void *app_thread_main(void *arg)
+{
+    varlog_appender_t *app = arg;
+    pthread_setname_np(pthread_self(), "varlog-appender");
+    thread_state_t ts = {.app = app};
+    int64_t next_poll = 0;
+    for (bool work = true;;) {
+        int64_t now = wire_now_ms();
+        if (now >= next_poll || work) {
+            refresh_lanes(&ts);
+            next_poll = now + METADATA_POLL_MS;
+        }
+        fail_sealed_retries(&ts);
+        for (size_t i = 0; i < app->n_lanes; i++)
+            lane_send(&ts, app->lanes[i], &app->outboxes[i]);
+        for (size_t i = 0; i < app->n_lanes; i++) {
+            if (atomic_load(&app->lanes[i]->readable))
+                lane_drain(&ts, app->lanes[i], 0);
+        }
+        run_callbacks(app, &ts.settled);
+
+        now = wire_now_ms();
+        int64_t next = next_poll;
+        for (size_t i = 0; i < app->n_lanes; i++) {
+            int64_t due = lane_check_timeout(&ts, app->lanes[i], now);
+            if (due < next)
+                next = due;
+        }
+        pthread_mutex_lock(&app->mu);
+        if (app->stop) {
+            pthread_mutex_unlock(&app->mu);
+            break;
+        }
+        work = false;
+        int64_t due = plan_locked(&ts, now, &work);
+        if (due < next)
+            next = due;
+        for (size_t i = 0; i < app->n_lanes && !work; i++)
+            work = atomic_load(&app->lanes[i]->readable);
+        if (!work && next > now) {
+            app->thread_idle = true;
+            struct timespec until;
+            abs_deadline(&until, next - now);
+            pthread_cond_timedwait(&app->wake, &app->mu, &until);
+            app->thread_idle = false;
+        }
+        pthread_mutex_unlock(&app->mu);
+    }
+    stop_all(&ts);
+    free(ts.allowed);
+    pthread_mutex_lock(&app->mu);
+    app->thread_done = true;
+    pthread_cond_broadcast(&app->settled);
+    pthread_cond_broadcast(&app->space);
+    pthread_mutex_unlock(&app->mu);
+    app_unref(app);
+    return NULL;
+}
