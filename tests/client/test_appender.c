@@ -824,7 +824,12 @@ static void test_queue_full_records(void **state)
     assert_true(test_now_ms() - t0 < 2000);
     assert_int_equal(app_stats(app).queue_full, 1);
 
-    /* flush with a callback held: TIMED_OUT and the pending count */
+    /* flush with a callback held: TIMED_OUT and the pending count, at once for timeout 0 */
+    pending = 0;
+    t0 = test_now_ms();
+    assert_int_equal(varlog_appender_flush(app, 0, &pending), VARLOG_ERR_TIMED_OUT);
+    assert_true(test_now_ms() - t0 < cf_wait_bound_ms());
+    assert_int_equal(pending, 4);
     pending = 0;
     t0 = test_now_ms();
     assert_int_equal(varlog_appender_flush(app, 200, &pending), VARLOG_ERR_TIMED_OUT);
@@ -1085,7 +1090,7 @@ static void test_flush_timeout_stalled_server(void **state)
     tracker_t t;
     tracker_init(&t, 1);
     g_tracker = &t;
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 800), VARLOG_OK);
+    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 1500), VARLOG_OK);
     varlog_appender_t *app = new_appender(&f, 1, 1);
     call_t calls[3];
     memset(calls, 0, sizeof(calls));
@@ -1101,11 +1106,9 @@ static void test_flush_timeout_stalled_server(void **state)
     int64_t took = test_now_ms() - t0;
     assert_true(took >= 95);
     assert_true(took < 100 + cf_wait_bound_ms());
-    assert_int_equal(pending, 3 - (size_t)tracker_callbacks(&t));
-    assert_true(pending >= 1);
-    pending = 0;
-    assert_int_equal(varlog_appender_flush(app, 0, &pending), VARLOG_ERR_TIMED_OUT);
-    assert_true(pending >= 1);
+    /* (a loaded machine may have run callbacks since flush returned) */
+    assert_true(pending >= 1 && pending <= 3);
+    assert_true(pending >= 3 - (size_t)tracker_callbacks(&t));
     /* The calls were not abandoned: they complete. */
     flush_ok(app);
     for (int i = 0; i < 3; i++) {
