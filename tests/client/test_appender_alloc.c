@@ -367,8 +367,11 @@ static void test_no_allocation_per_append_10_records(void **state)
     run_alloc(1, 1, 10);
 }
 
-int main(void)
+/* An optional argument runs only the tests whose names match it (cmocka's pattern). */
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_no_allocation_per_append_bound, teardown),
         cmocka_unit_test_teardown(test_no_allocation_per_append_topic, teardown),

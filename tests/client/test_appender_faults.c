@@ -693,8 +693,11 @@ static void test_restart_topic(void **state)
     restart_mid_run(2, 0);
 }
 
-int main(void)
+/* An optional argument runs only the tests whose names match it (cmocka's pattern). */
+int main(int argc, char **argv)
 {
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_drops_bound),
         cmocka_unit_test(test_stream_drops_topic_retry_maybe),
