@@ -204,9 +204,9 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
                            "appender: out of memory for %zu batch slots of %zu "
                            "bytes",
                            slots, app->slot_cap);
-    size_t max_jobs = slots * app->batch_max_records;
-    if (max_jobs > app->queue_max_records)
-        max_jobs = (size_t)app->queue_max_records;
+    /* Result objects in use never outnumber pending calls (they go back before the room they
+     * stand for), so a pool this size never has to free one it will need again. */
+    size_t max_jobs = (size_t)app->queue_max_records;
     if (max_jobs > 65536)
         max_jobs = 65536;
     if (vq_objpool_create(max_jobs, sizeof(app_job_t), 0, &app->jobs) != VQ_OK)
@@ -470,7 +470,8 @@ static varlog_err_t flush_locked(varlog_appender_t *app, int64_t timeout_ms, siz
     struct timespec until;
     if (timeout_ms > 0)
         abs_deadline(&until, timeout_ms);
-    app->flushers++;
+    if (seq > app->flush_upto)
+        app->flush_upto = seq;
     pthread_cond_signal(&app->wake);
     size_t n;
     while ((n = unsettled_calls_locked(app, seq)) > 0 && !app->thread_done) {
@@ -481,7 +482,6 @@ static varlog_err_t flush_locked(varlog_appender_t *app, int64_t timeout_ms, siz
         else if (pthread_cond_timedwait(&app->settled, &app->mu, &until) != 0)
             timeout_ms = 0;
     }
-    app->flushers--;
     if (left)
         *left = n;
     return n ? VARLOG_ERR_TIMED_OUT : VARLOG_OK;

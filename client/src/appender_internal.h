@@ -123,8 +123,8 @@ struct varlog_appender {
     bool closing;           /* intake stopped */
     bool stop;              /* the thread fails what is left and exits */
     bool thread_done;
-    bool thread_idle; /* waiting on wake */
-    size_t flushers;  /* linger is ignored while > 0 */
+    bool thread_idle;    /* waiting on wake */
+    uint64_t flush_upto; /* batches opened up to this seq go out without lingering */
     app_batch_t *open;
     batch_list_t ready;
     batch_list_t free_slots;

@@ -100,23 +100,27 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
             j->cb(&j->res, j->opaque);
         }
     }
+    /* The result objects go back before the room they stand for: a producer let in by the
+     * room below then finds one cached instead of allocating. */
+    for (app_batch_t *b = settled->head; b; b = b->next) {
+        for (app_job_t *j = b->jobs, *next; j; j = next) {
+            next = j->next;
+            vq_objpool_put(app->jobs, j);
+        }
+        b->jobs = b->jobs_tail = NULL;
+    }
     /* Drop our reference to the bytes first: if gRPC let go already, the release runs here
      * and the slot is freed below; if not, the release frees it later. */
     for (app_batch_t *b = settled->head; b; b = b->next) {
         if (atomic_load(&b->has_body))
             grpc_slice_unref(b->body);
     }
-    app_job_t *jobs = NULL;
     pthread_mutex_lock(&app->mu);
     app_batch_t *b;
     while ((b = blist_pop(settled))) {
         app->pending_calls -= b->n_jobs;
         app->pending_records -= b->n_records;
         app->pending_bytes -= b->bytes;
-        if (b->jobs_tail) {
-            b->jobs_tail->next = jobs;
-            jobs = b->jobs;
-        }
         if (atomic_load(&b->has_body)) {
             b->settle_pending = true;
         } else {
@@ -129,11 +133,6 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     pthread_cond_broadcast(&app->space);
     pthread_cond_broadcast(&app->settled);
     pthread_mutex_unlock(&app->mu);
-    while (jobs) {
-        app_job_t *next = jobs->next;
-        vq_objpool_put(app->jobs, jobs);
-        jobs = next;
-    }
 }
 
 /* ---- retries ------------------------------------------------------------------------------- */
@@ -668,7 +667,8 @@ static int64_t plan_locked(thread_state_t *ts, int64_t now, bool *work)
     int64_t next = INT64_MAX;
     app_batch_t *open = app->open;
     if (open && open->n_records > 0) {
-        int64_t due = app->flushers > 0 || app->closing ? now : open->opened_ms + app->linger_ms;
+        int64_t due =
+            open->seq <= app->flush_upto || app->closing ? now : open->opened_ms + app->linger_ms;
         if (now >= due && !app->ready.head) {
             app->open = NULL;
             open->state = SLOT_READY;
