@@ -95,6 +95,10 @@ typedef struct run {
     bool paused, release; /* under mu */
     atomic_long appended; /* calls the producer queued */
     int append_failures;
+    varlog_err_t first_failure;
+    char first_failure_text[256];
+    pthread_t th;
+    bool th_running; /* started and not joined */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     long callbacks;
@@ -104,6 +108,8 @@ typedef struct run {
 } run_t;
 
 static run_t *g_run;
+/* Not on a test's stack: the teardown of a failed test still reaches it. */
+static run_t run_storage;
 
 static struct timespec deadline_in(int64_t ms)
 {
@@ -122,6 +128,9 @@ static void cb(const varlog_append_result_t *r, void *opaque)
 {
     run_t *x = g_run;
     call_t *c = opaque;
+    /* an appender a failed test left behind (the teardown closes it) */
+    if (!x || c < x->calls || c >= x->calls + x->total)
+        return;
     int prev = atomic_fetch_add(&c->cbs, 1);
     if (prev)
         note_bad("call %ld: callback number %d", c->seq, prev + 1);
@@ -244,7 +253,11 @@ static void *producer(void *arg)
         }
         varlog_err_t rc = varlog_appender_append(x->app, r, c->n, -1, cb, c);
         if (rc != VARLOG_OK) {
-            x->append_failures++;
+            if (x->append_failures++ == 0) {
+                x->first_failure = rc;
+                snprintf(x->first_failure_text, sizeof(x->first_failure_text), "%s",
+                         varlog_last_error());
+            }
             /* no callback will come: count it as seen so that waits end */
             atomic_store(&c->cbs, -1000);
         }
@@ -296,8 +309,12 @@ typedef struct verdict {
  * (nothing it still holds can be stored later) and the store is compared with the calls. */
 static verdict_t run_finish(run_t *x, pthread_t th, int32_t log_streams, bool maybe_retry)
 {
+    assert_true(pthread_equal(th, x->th));
     pthread_join(th, NULL);
-    assert_int_equal(x->append_failures, 0);
+    x->th_running = false;
+    if (x->append_failures)
+        fail_msg("%d appends failed, the first with %s: %s", x->append_failures,
+                 varlog_err_name(x->first_failure), x->first_failure_text);
     varlog_server_clear_faults(x->f.srv);
     size_t pending = 999;
     varlog_err_t rc = varlog_appender_flush(x->app, 12 * cf_wait_bound_ms(), &pending);
@@ -309,6 +326,9 @@ static verdict_t run_finish(run_t *x, pthread_t th, int32_t log_streams, bool ma
 
     verdict_t v;
     memset(&v, 0, sizeof(v));
+    /* what the callbacks noted explains a wrong count best */
+    if (x->callbacks != x->total)
+        assert_nothing_bad();
     for (long i = 0; i < x->total; i++)
         if (atomic_load(&x->calls[i].cbs) != 1)
             fail_msg("call %ld: %d callbacks", i, atomic_load(&x->calls[i].cbs));
@@ -402,9 +422,28 @@ static bool wait_failure(run_t *x, int64_t timeout_ms)
 
 static pthread_t start_producer(run_t *x)
 {
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, producer, x), 0);
-    return th;
+    assert_int_equal(pthread_create(&x->th, NULL, producer, x), 0);
+    x->th_running = true;
+    return x->th;
+}
+
+/* After a failed test: closes what it left (the client's destroy ends the producer's
+ * appends with CLOSED), so that the next test starts clean. */
+static int teardown(void **state)
+{
+    (void)state;
+    run_t *x = g_run;
+    if (!x)
+        return 0;
+    release(x);
+    varlog_client_destroy(x->f.client);
+    x->f.client = NULL;
+    if (x->th_running)
+        pthread_join(x->th, NULL);
+    if (x->app)
+        (void)varlog_appender_close(&x->app, 0);
+    run_free(x);
+    return 0;
 }
 
 /* The bound on waiting for a share of the calls to settle while a fault is on; a test goes
@@ -427,24 +466,23 @@ static long calls_for_run(void)
 static void test_stream_drops_bound(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = calls_for_run();
-    run_start(&x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
+    run_start(x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "50", "append.retries",
               "20", NULL);
-    pthread_t th = start_producer(&x);
-    assert_true(wait_callbacks(&x, total / 5, phase_ms()));
-    assert_int_equal(varlog_server_drop_stream_after(x.f.srv, CF_PATH_APPEND, 3, -1), VARLOG_OK);
-    uint64_t streams0 = varlog_server_call_count(x.f.srv, CF_PATH_APPEND);
-    (void)wait_callbacks(&x, total / 2, phase_ms());
-    assert_int_equal(varlog_server_drop_stream_after(x.f.srv, CF_PATH_APPEND, -1, 0), VARLOG_OK);
-    /* the appender reopened its stream again and again */
-    assert_true(varlog_server_call_count(x.f.srv, CF_PATH_APPEND) > streams0 + 1);
-    verdict_t v = run_finish(&x, th, 1, false);
+    /* A drop applies to streams opened after it is set: the first 10 streams each end after
+     * 3 answers. */
+    assert_int_equal(varlog_server_drop_stream_after(x->f.srv, CF_PATH_APPEND, 3, 10), VARLOG_OK);
+    pthread_t th = start_producer(x);
+    assert_true(wait_callbacks(x, total / 2, phase_ms()));
+    /* the appender reopened its stream after each drop */
+    assert_true(varlog_server_call_count(x->f.srv, CF_PATH_APPEND) > 10);
+    verdict_t v = run_finish(x, th, 1, false);
     assert_true(v.ok > 0);
     /* the drops reached some requests in flight */
     assert_true(v.maybe > 0);
-    run_free(&x);
+    run_free(x);
 }
 
 /* The same in topic mode with append.retry.maybe.appended: every call ends APPENDED (some
@@ -452,19 +490,18 @@ static void test_stream_drops_bound(void **state)
 static void test_stream_drops_topic_retry_maybe(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = calls_for_run();
-    run_start(&x, 2, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
+    run_start(x, 2, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "50", "append.retries",
               "50", "append.retry.maybe.appended", "true", "append.deny.ttl.ms", "100", NULL);
-    pthread_t th = start_producer(&x);
-    assert_true(wait_callbacks(&x, total / 5, phase_ms()));
-    assert_int_equal(varlog_server_drop_stream_after(x.f.srv, CF_PATH_APPEND, 5, -1), VARLOG_OK);
-    (void)wait_callbacks(&x, total / 2, phase_ms());
-    assert_int_equal(varlog_server_drop_stream_after(x.f.srv, CF_PATH_APPEND, -1, 0), VARLOG_OK);
-    verdict_t v = run_finish(&x, th, 2, true);
+    assert_int_equal(varlog_server_drop_stream_after(x->f.srv, CF_PATH_APPEND, 5, 12), VARLOG_OK);
+    pthread_t th = start_producer(x);
+    assert_true(wait_callbacks(x, total / 2, phase_ms()));
+    assert_true(varlog_server_call_count(x->f.srv, CF_PATH_APPEND) > 12);
+    verdict_t v = run_finish(x, th, 2, true);
     assert_int_equal(v.ok, total);
-    run_free(&x);
+    run_free(x);
 }
 
 /* ---- injected failures --------------------------------------------------------------------- */
@@ -474,51 +511,51 @@ static void test_stream_drops_topic_retry_maybe(void **state)
 static void test_injected_failures_bound(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = calls_for_run();
-    run_start(&x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
+    run_start(x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "50", "append.retries",
               "20", "append.deny.ttl.ms", "100", NULL);
-    pthread_t th = start_producer(&x);
+    pthread_t th = start_producer(x);
     struct {
         int code;
         const char *msg;
     } faults[] = {
         {14, "injected: unavailable"}, {9, "sealed"}, {8, "injected: resource exhausted"}};
     for (int i = 0; i < 3; i++) {
-        assert_true(wait_callbacks(&x, total * (i + 1) / 5, phase_ms()));
+        assert_true(wait_callbacks(x, total * (i + 1) / 5, phase_ms()));
         assert_int_equal(
-            varlog_server_fail_next(x.f.srv, CF_PATH_APPEND, faults[i].code, faults[i].msg, 3),
+            varlog_server_fail_next(x->f.srv, CF_PATH_APPEND, faults[i].code, faults[i].msg, 3),
             VARLOG_OK);
     }
-    verdict_t v = run_finish(&x, th, 1, false);
+    verdict_t v = run_finish(x, th, 1, false);
     /* "sealed" and RESOURCE_EXHAUSTED are refusals before writing: retried, so only the
      * UNAVAILABLE failures (ambiguous when sent) may have cost calls */
     assert_true(v.ok + v.maybe + v.not_appended == total);
     assert_true(v.ok >= total - 3 * 4 * 3);
-    run_free(&x);
+    run_free(x);
 }
 
 /* With retries of ambiguous failures allowed, injected failures cost no call. */
 static void test_injected_failures_topic_all_appended(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = calls_for_run();
-    run_start(&x, 2, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
+    run_start(x, 2, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "50", "append.retries",
               "30", "append.retry.maybe.appended", "true", "append.deny.ttl.ms", "100", NULL);
-    pthread_t th = start_producer(&x);
+    pthread_t th = start_producer(x);
     int codes[3] = {14, 9, 8};
     const char *msgs[3] = {"injected: unavailable", "sealed", "injected: resource exhausted"};
     for (int i = 0; i < 3; i++) {
-        assert_true(wait_callbacks(&x, total * (i + 1) / 5, phase_ms()));
-        assert_int_equal(varlog_server_fail_next(x.f.srv, CF_PATH_APPEND, codes[i], msgs[i], 4),
+        assert_true(wait_callbacks(x, total * (i + 1) / 5, phase_ms()));
+        assert_int_equal(varlog_server_fail_next(x->f.srv, CF_PATH_APPEND, codes[i], msgs[i], 4),
                          VARLOG_OK);
     }
-    verdict_t v = run_finish(&x, th, 2, true);
+    verdict_t v = run_finish(x, th, 2, true);
     assert_int_equal(v.ok, total);
-    run_free(&x);
+    run_free(x);
 }
 
 /* ---- delays ------------------------------------------------------------------------------- */
@@ -528,18 +565,18 @@ static void test_injected_failures_topic_all_appended(void **state)
 static void test_response_delays(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = test_scale(600, 5);
-    run_start(&x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "8",
+    run_start(x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "8",
               "append.attempt.timeout.ms", "60000", NULL);
-    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 20), VARLOG_OK);
-    pthread_t th = start_producer(&x);
-    assert_true(wait_callbacks(&x, total / 2, 6 * phase_ms()));
-    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 0), VARLOG_OK);
-    verdict_t v = run_finish(&x, th, 1, false);
+    assert_int_equal(varlog_server_delay(x->f.srv, CF_PATH_APPEND, 20), VARLOG_OK);
+    pthread_t th = start_producer(x);
+    assert_true(wait_callbacks(x, total / 2, 6 * phase_ms()));
+    assert_int_equal(varlog_server_delay(x->f.srv, CF_PATH_APPEND, 0), VARLOG_OK);
+    verdict_t v = run_finish(x, th, 1, false);
     assert_int_equal(v.ok, total);
     assert_int_equal(v.stored_records, v.ok_records);
-    run_free(&x);
+    run_free(x);
 }
 
 /* Answers later than append.attempt.timeout.ms: the batch ends as on a hung node
@@ -547,21 +584,21 @@ static void test_response_delays(void **state)
 static void test_delays_beyond_attempt_timeout(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = test_scale(300, 3);
-    run_start(&x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "8",
+    run_start(x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "8",
               "append.attempt.timeout.ms", "300", "append.retry.backoff.ms", "1",
               "append.retry.backoff.max.ms", "20", NULL);
-    pthread_t th = start_producer(&x);
-    assert_true(wait_callbacks(&x, total / 4, phase_ms()));
-    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 700), VARLOG_OK);
+    pthread_t th = start_producer(x);
+    assert_true(wait_callbacks(x, total / 4, phase_ms()));
+    assert_int_equal(varlog_server_delay(x->f.srv, CF_PATH_APPEND, 700), VARLOG_OK);
     /* one batch times out */
-    (void)wait_failure(&x, phase_ms());
-    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 0), VARLOG_OK);
-    verdict_t v = run_finish(&x, th, 1, false);
+    (void)wait_failure(x, phase_ms());
+    assert_int_equal(varlog_server_delay(x->f.srv, CF_PATH_APPEND, 0), VARLOG_OK);
+    verdict_t v = run_finish(x, th, 1, false);
     assert_true(v.maybe > 0);
     assert_true(v.ok > 0);
-    run_free(&x);
+    run_free(x);
 }
 
 /* ---- sealing ------------------------------------------------------------------------------- */
@@ -571,35 +608,35 @@ static void test_delays_beyond_attempt_timeout(void **state)
 static void test_seal_bound(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = calls_for_run();
-    run_start(&x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
+    run_start(x, 1, 1, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "20", "append.retries",
               "2", "appender.queue.max.records", "64", NULL);
-    x.pause_at = total / 2;
-    pthread_t th = start_producer(&x);
-    assert_true(wait_callbacks(&x, total / 4, phase_ms()));
-    assert_int_equal(varlog_server_seal(x.f.srv, 1, 1), VARLOG_OK);
-    assert_true(wait_failure(&x, phase_ms()));
+    x->pause_at = total / 2;
+    pthread_t th = start_producer(x);
+    assert_true(wait_callbacks(x, total / 4, phase_ms()));
+    assert_int_equal(varlog_server_seal(x->f.srv, 1, 1), VARLOG_OK);
+    assert_true(wait_failure(x, phase_ms()));
     /* The first half settled, then unsealed: the second half must be stored. */
-    wait_paused(&x);
-    assert_int_equal(varlog_appender_flush(x.app, 12 * cf_wait_bound_ms(), NULL), VARLOG_OK);
-    assert_int_equal(varlog_server_unseal(x.f.srv, 1, 1), VARLOG_OK);
-    assert_int_equal(varlog_client_refresh(x.f.client, -1), VARLOG_OK);
-    release(&x);
-    verdict_t v = run_finish(&x, th, 1, false);
+    wait_paused(x);
+    assert_int_equal(varlog_appender_flush(x->app, 12 * cf_wait_bound_ms(), NULL), VARLOG_OK);
+    assert_int_equal(varlog_server_unseal(x->f.srv, 1, 1), VARLOG_OK);
+    assert_int_equal(varlog_client_refresh(x->f.client, -1), VARLOG_OK);
+    release(x);
+    verdict_t v = run_finish(x, th, 1, false);
     assert_true(v.not_appended > 0);
     assert_int_equal(v.maybe, 0); /* a seal refuses before writing */
     assert_int_equal(v.stored_records, v.ok_records);
     for (long i = 0; i < total; i++)
-        if (x.calls[i].err != VARLOG_OK && x.calls[i].err != VARLOG_ERR_SEALED)
+        if (x->calls[i].err != VARLOG_OK && x->calls[i].err != VARLOG_ERR_SEALED)
             fail_msg("call %ld failed with %s, expected SEALED", i,
-                     varlog_err_name(x.calls[i].err));
+                     varlog_err_name(x->calls[i].err));
     for (long i = total / 2; i < total; i++)
-        if (x.calls[i].err != VARLOG_OK)
+        if (x->calls[i].err != VARLOG_OK)
             fail_msg("call %ld, made after the unseal and a refresh, failed with %s", i,
-                     varlog_err_name(x.calls[i].err));
-    run_free(&x);
+                     varlog_err_name(x->calls[i].err));
+    run_free(x);
 }
 
 /* Topic mode, one of two log streams sealed: no call is lost (refused batches move to the
@@ -607,78 +644,79 @@ static void test_seal_bound(void **state)
 static void test_topic_skips_sealed(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = calls_for_run();
-    run_start(&x, 2, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
+    run_start(x, 2, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "4",
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "20", NULL);
-    pthread_t th = start_producer(&x);
-    assert_true(wait_callbacks(&x, total / 4, phase_ms()));
-    assert_int_equal(varlog_server_seal(x.f.srv, 1, 1), VARLOG_OK);
-    long sealed_at = atomic_load(&x.appended); /* calls queued from here on: after the seal */
-    verdict_t v = run_finish(&x, th, 2, false);
+    pthread_t th = start_producer(x);
+    assert_true(wait_callbacks(x, total / 4, phase_ms()));
+    assert_int_equal(varlog_server_seal(x->f.srv, 1, 1), VARLOG_OK);
+    long sealed_at = atomic_load(&x->appended); /* calls queued from here on: after the seal */
+    verdict_t v = run_finish(x, th, 2, false);
     assert_int_equal(v.ok, total);
     assert_true(v.per_ls[1] > 0);
     assert_true(v.per_ls[2] > 0);
     for (long i = sealed_at + 1; i < total; i++)
-        if (x.calls[i].first.log_stream_id != 2)
+        if (x->calls[i].first.log_stream_id != 2)
             fail_msg("call %ld, made after the seal, landed on log stream %d", i,
-                     x.calls[i].first.log_stream_id);
-    run_free(&x);
+                     x->calls[i].first.log_stream_id);
+    run_free(x);
 }
 
 /* Topic mode: a log stream added to the topic is used once the client's metadata shows it. */
 static void test_topic_uses_new_log_stream(void **state)
 {
     (void)state;
-    run_t x;
+    run_t *x = &run_storage;
     long total = test_scale(400, 4);
-    run_start(&x, 1, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "1", NULL);
+    run_start(x, 1, 0, total, "appender.linger.ms", "0", "appender.batch.max.records", "3", NULL);
     /* slow answers keep the first log stream's pipeline full, so that the new one has more
      * room */
-    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 10), VARLOG_OK);
+    assert_int_equal(varlog_server_delay(x->f.srv, CF_PATH_APPEND, 10), VARLOG_OK);
     /* A first call, while the topic has one log stream: the appender's stream is open. */
-    x.to = 1;
-    pthread_t th = start_producer(&x);
+    x->to = 1;
+    pthread_t th = start_producer(x);
     pthread_join(th, NULL);
-    assert_int_equal(varlog_appender_flush(x.app, cf_wait_bound_ms(), NULL), VARLOG_OK);
-    assert_int_equal(x.calls[0].first.log_stream_id, 1);
+    x->th_running = false;
+    assert_int_equal(varlog_appender_flush(x->app, cf_wait_bound_ms(), NULL), VARLOG_OK);
+    assert_int_equal(x->calls[0].first.log_stream_id, 1);
     int32_t ls = 0;
-    assert_int_equal(varlog_server_add_log_stream(x.f.srv, 1, &ls), VARLOG_OK);
+    assert_int_equal(varlog_server_add_log_stream(x->f.srv, 1, &ls), VARLOG_OK);
     assert_int_equal(ls, 2);
-    assert_int_equal(varlog_client_refresh(x.f.client, -1), VARLOG_OK);
-    x.from = 1;
-    x.to = total;
-    th = start_producer(&x);
-    verdict_t v = run_finish(&x, th, 2, false);
+    assert_int_equal(varlog_client_refresh(x->f.client, -1), VARLOG_OK);
+    x->from = 1;
+    x->to = total;
+    th = start_producer(x);
+    verdict_t v = run_finish(x, th, 2, false);
     assert_int_equal(v.ok, total);
     if (v.per_ls[2] == 0)
         fail_msg("the new log stream 2 was never used (%ld calls, %ld on log stream 1)", total,
                  v.per_ls[1]);
-    run_free(&x);
+    run_free(x);
 }
 
 /* ---- server stop and restart ---------------------------------------------------------------- */
 
 static void restart_mid_run(int32_t log_streams, int32_t bound_ls)
 {
-    run_t x;
+    run_t *x = &run_storage;
     long total = calls_for_run();
     /* retries enough to outlast the channel's reconnect delay after the restart */
-    run_start(&x, log_streams, bound_ls, total, "appender.linger.ms", "1",
+    run_start(x, log_streams, bound_ls, total, "appender.linger.ms", "1",
               "appender.batch.max.records", "8", "append.retry.backoff.ms", "5",
               "append.retry.backoff.max.ms", "200", "append.retries", "50",
               "appender.queue.max.records", "200", "append.deny.ttl.ms", "100", NULL);
-    pthread_t th = start_producer(&x);
-    assert_true(wait_callbacks(&x, total / 3, phase_ms()));
-    assert_int_equal(varlog_server_stop(x.f.srv), VARLOG_OK);
+    pthread_t th = start_producer(x);
+    assert_true(wait_callbacks(x, total / 3, phase_ms()));
+    assert_int_equal(varlog_server_stop(x->f.srv), VARLOG_OK);
     /* let the outage be felt: something fails or retries run for a while (bounded) */
-    (void)wait_failure(&x, 1000);
-    assert_int_equal(varlog_server_restart(x.f.srv), VARLOG_OK);
-    verdict_t v = run_finish(&x, th, log_streams, false);
+    (void)wait_failure(x, 1000);
+    assert_int_equal(varlog_server_restart(x->f.srv), VARLOG_OK);
+    verdict_t v = run_finish(x, th, log_streams, false);
     assert_true(v.ok > 0);
     /* appends work after the restart: the last call got through */
-    assert_int_equal(x.calls[total - 1].err, VARLOG_OK);
-    run_free(&x);
+    assert_int_equal(x->calls[total - 1].err, VARLOG_OK);
+    run_free(x);
 }
 
 static void test_restart_bound(void **state)
@@ -699,17 +737,17 @@ int main(int argc, char **argv)
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stream_drops_bound),
-        cmocka_unit_test(test_stream_drops_topic_retry_maybe),
-        cmocka_unit_test(test_injected_failures_bound),
-        cmocka_unit_test(test_injected_failures_topic_all_appended),
-        cmocka_unit_test(test_response_delays),
-        cmocka_unit_test(test_delays_beyond_attempt_timeout),
-        cmocka_unit_test(test_seal_bound),
-        cmocka_unit_test(test_topic_skips_sealed),
-        cmocka_unit_test(test_topic_uses_new_log_stream),
-        cmocka_unit_test(test_restart_bound),
-        cmocka_unit_test(test_restart_topic),
+        cmocka_unit_test_teardown(test_stream_drops_bound, teardown),
+        cmocka_unit_test_teardown(test_stream_drops_topic_retry_maybe, teardown),
+        cmocka_unit_test_teardown(test_injected_failures_bound, teardown),
+        cmocka_unit_test_teardown(test_injected_failures_topic_all_appended, teardown),
+        cmocka_unit_test_teardown(test_response_delays, teardown),
+        cmocka_unit_test_teardown(test_delays_beyond_attempt_timeout, teardown),
+        cmocka_unit_test_teardown(test_seal_bound, teardown),
+        cmocka_unit_test_teardown(test_topic_skips_sealed, teardown),
+        cmocka_unit_test_teardown(test_topic_uses_new_log_stream, teardown),
+        cmocka_unit_test_teardown(test_restart_bound, teardown),
+        cmocka_unit_test_teardown(test_restart_topic, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
