@@ -7,9 +7,10 @@
  * Threads a client owns: one gRPC I/O thread ("varlog-io", runs no user code), one metadata
  * thread ("varlog-meta", periodic refresh; absent when metadata.refresh.interval.ms is 0),
  * and a retry engine: one dispatcher and `retry.workers` worker threads that run append
- * retries. The log callback may run on the metadata thread, on a retry worker or on the
- * caller's thread. Synchronous calls run their first attempt on the caller's thread. All of
- * them are joined by varlog_client_destroy; gRPC core's own threads are gRPC's.
+ * retries, and one thread per pipelined appender ("varlog-appender", varlog/appender.h).
+ * The log callback may run on the metadata thread, on a retry worker, on an appender's
+ * thread or on the caller's thread. Synchronous calls run their first attempt on the caller's
+ * thread. All of them are joined by varlog_client_destroy; gRPC core's own threads are gRPC's.
  *
  * Errors: every call returns a varlog_err_t; varlog_last_error() gives the calling thread's
  * text for the last failure.
@@ -71,14 +72,18 @@ VARLOG_API varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t 
                                           size_t errstr_size);
 
 /*
- * Closes the client: new calls fail with CLOSED, calls in progress on other threads are
+ * Closes the client: appenders still open are closed first, as varlog_appender_close with
+ * timeout 0 would (their pending calls get CLOSED callbacks, on their threads, before this
+ * returns; the handles then serve only varlog_appender_close, which must not run concurrently
+ * with this call). Then new calls fail with CLOSED, calls in progress on other threads are
  * cancelled and each returns exactly once (CLOSED, or their result if it arrived first; an
  * append whose request was sent reports MAYBE_APPENDED), then every thread is joined and
  * everything freed. Retries queued behind busy retry workers are not started: their calls
  * return CLOSED. No log callback runs after it returns. Blocks for a bounded time (calls in
  * progress end promptly when cancelled), plus as long as a log callback already running on
  * one of the client's threads takes to return: destroy waits for it rather than free what
- * that thread still uses. Accepts NULL. Must not be called from a log callback, and the
+ * that thread still uses. Accepts NULL. Must not be called from a log callback or an append
+ * callback, and the
  * client must not be used once it returned.
  */
 VARLOG_API void varlog_client_destroy(varlog_client_t *client);
