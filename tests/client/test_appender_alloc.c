@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -273,6 +274,11 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call)
     long queue = test_scale(20000, 5);
     char queue_s[32];
     snprintf(queue_s, sizeof(queue_s), "%ld", queue);
+    /* The counters see this thread's allocations. */
+    uint64_t mine = thread_allocs;
+    void *volatile probe = malloc(16);
+    free(probe);
+    assert_int_equal(thread_allocs, mine + 1);
     env_t *e = &g_env;
     /* linger 1 s: a batch leaves when full (1000 records), the configuration measured */
     env_start(e, log_streams, "appender.batch.max.records", "1000", "appender.linger.ms", "1000",
