@@ -36,7 +36,9 @@ typedef enum {
 typedef struct rpc_method {
     const char *path; /* "/varlog.snpb.LogIO/Append" */
     rpc_method_kind_t kind;
-    const ProtobufCMessageDescriptor *request; /* requests are decoded before handlers run */
+    /* Requests are decoded before handlers run, unless this is &rpc_raw_request_descriptor
+     * (see rpc_raw_request_t below). */
+    const ProtobufCMessageDescriptor *request;
 
     /* A call arrived. UNARY and SERVER_STREAM: req is the single request (freed after the
      * callback returns; copy what you keep). BIDI: req is NULL; requests follow through
@@ -58,6 +60,20 @@ typedef struct rpc_method {
     void (*on_done)(rpc_server_call_t *call, bool cancelled, void *arg);
     void *arg;
 } rpc_method_t;
+
+/* Undecoded requests: a method whose request descriptor is &rpc_raw_request_descriptor gets
+ * its requests as received, for handlers that decode them faster by hand than protobuf-c
+ * (which allocates every repeated bytes element). on_start (UNARY, SERVER_STREAM) and
+ * on_message (BIDI) then get an rpc_raw_request_t as req: cast it back with
+ * (const rpc_raw_request_t *)req. bb is valid until the callback returns (a handler that
+ * keeps the bytes takes its own copy, e.g. grpc_byte_buffer_copy); refusing a malformed
+ * request is the handler's own business. The descriptor is a marker only: it must never be
+ * handed to protobuf-c. */
+extern const ProtobufCMessageDescriptor rpc_raw_request_descriptor;
+typedef struct rpc_raw_request {
+    ProtobufCMessage base; /* base.descriptor == &rpc_raw_request_descriptor */
+    grpc_byte_buffer *bb;
+} rpc_raw_request_t;
 
 typedef struct rpc_server_opts {
     const char *listen_addr; /* "127.0.0.1:0" picks a free port */
@@ -87,6 +103,11 @@ const rpc_method_t *rpc_server_call_method(const rpc_server_call_t *call);
 /* Queues msg (encoded now; the caller keeps msg) for sending. Returns STATE after
  * rpc_server_call_finish or once the call is done, ENCODE/NOMEM on failure. */
 varlog_err_t rpc_server_call_send(rpc_server_call_t *call, const ProtobufCMessage *msg);
+
+/* As rpc_server_call_send for a message already encoded in msg (the call takes its own
+ * reference; the caller keeps its own), so that a handler that encodes by hand hands its
+ * bytes over without another copy. Returns STATE as rpc_server_call_send, NOMEM. */
+varlog_err_t rpc_server_call_send_slice(rpc_server_call_t *call, grpc_slice msg);
 
 /* Ends the call with a status, sent after every queued message. details, when n_details > 0,
  * are sent as google.rpc.Status{code, message, ErrorDetail(details[i])...} in the

@@ -52,6 +52,54 @@ grpc_byte_buffer *wire_pack(const ProtobufCMessage *msg);
  * NULL when bb is not a valid encoding of desc. Single-slice buffers are decoded in place. */
 ProtobufCMessage *wire_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
 
+/* Reading a received message in place: a cursor over the slices of a byte buffer, so that a
+ * message that arrived in several slices is decoded without the copy that
+ * grpc_byte_buffer_reader_readall makes. The cursor borrows the slices: they must outlive it.
+ * A cursor is a plain value; copy it to read the same bytes twice. */
+typedef struct wire_cursor {
+    const grpc_slice *slices;
+    size_t n_slices, next;  /* next: the slice after the current one */
+    const uint8_t *p, *end; /* unread bytes of the current slice */
+    size_t left;            /* unread bytes in all */
+} wire_cursor_t;
+
+/* Over the n slices (borrowed). */
+void wire_cursor_init(wire_cursor_t *c, const grpc_slice *slices, size_t n);
+/* Over bb's own slices when they hold the message as it is (an uncompressed raw buffer) and
+ * true; false otherwise (*c is then empty): read such a buffer through a copy
+ * (grpc_byte_buffer_reader_readall) and wire_cursor_init. */
+bool wire_cursor_init_bb(wire_cursor_t *c, grpc_byte_buffer *bb);
+/* Reads a varint of at most max_bytes bytes (1..10) into *v (bits past 64 dropped). False,
+ * with the cursor somewhere inside it, when no byte ends it within max_bytes or the data. */
+bool wire_cursor_varint(wire_cursor_t *c, unsigned max_bytes, uint64_t *v);
+/* Skips, or copies to dst, the next n bytes; false (nothing consumed) when fewer are left. */
+bool wire_cursor_skip(wire_cursor_t *c, size_t n);
+bool wire_cursor_copy(wire_cursor_t *c, void *dst, size_t n);
+
+/* Protobuf base-128 varints, for encoders that write a message by hand: the length of v's
+ * encoding (1..10), and the encoding itself at p (which needs that much room); returns the
+ * bytes written. Negative int32/int64 fields are encoded as (uint64_t)(int64_t)v. */
+static inline size_t wire_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline size_t wire_varint_put(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
 /* The outcome of a finished call, as the client sees it. All strings are owned by the struct. */
 typedef struct rpc_status {
     grpc_status_code code;

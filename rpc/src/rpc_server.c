@@ -76,6 +76,16 @@ struct rpc_server_call {
     size_t n_status_trailer;
 };
 
+/* A marker, never given to protobuf-c: only its address is compared. */
+const ProtobufCMessageDescriptor rpc_raw_request_descriptor = {
+    .magic = PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+    .name = "libvarlog.rpc.RawRequest",
+    .short_name = "RawRequest",
+    .c_name = "rpc_raw_request_t",
+    .package_name = "libvarlog.rpc",
+    .sizeof_message = sizeof(rpc_raw_request_t),
+};
+
 /* ---- call lifetime ------------------------------------------------------------------------- */
 
 static void on_new_call(struct srv_tag *tag, bool ok);
@@ -415,9 +425,13 @@ static void on_recv_done(struct srv_tag *tag, bool ok)
             finish_call(c, GRPC_STATUS_OK, NULL, NULL, 0);
         goto out;
     }
-    ProtobufCMessage *req = wire_unpack(m->request, bb);
-    grpc_byte_buffer_destroy(bb);
-    bb = NULL;
+    rpc_raw_request_t raw = {PROTOBUF_C_MESSAGE_INIT(&rpc_raw_request_descriptor), bb};
+    bool is_raw = m->request == &rpc_raw_request_descriptor;
+    ProtobufCMessage *req = is_raw ? &raw.base : wire_unpack(m->request, bb);
+    if (!is_raw) {
+        grpc_byte_buffer_destroy(bb);
+        bb = NULL;
+    }
     if (!req) {
         pthread_mutex_lock(&c->mu);
         c->recv_stopped = true;
@@ -428,13 +442,15 @@ static void on_recv_done(struct srv_tag *tag, bool ok)
     if (m->kind == RPC_METHOD_BIDI) {
         if (m->on_message)
             m->on_message(c, req, m->arg);
-        protobuf_c_message_free_unpacked(req, NULL);
+        if (!is_raw)
+            protobuf_c_message_free_unpacked(req, NULL);
         arm_recv(c);
     } else {
         /* The single request is in: the client's half-close is of no interest. */
         c->started = true;
         m->on_start(c, req, m->arg);
-        protobuf_c_message_free_unpacked(req, NULL);
+        if (!is_raw)
+            protobuf_c_message_free_unpacked(req, NULL);
     }
     maybe_writable(c);
 out:
@@ -629,18 +645,9 @@ static bool accepts_sends_locked(const rpc_server_call_t *c)
     return !c->finished && !c->dead && !c->status_queued;
 }
 
-varlog_err_t rpc_server_call_send(rpc_server_call_t *call, const ProtobufCMessage *msg)
+/* Queues bb (taken) for sending. */
+static varlog_err_t send_bb(rpc_server_call_t *call, grpc_byte_buffer *bb)
 {
-    if (!call || !msg)
-        return VARLOG_ERR_INVALID_ARG;
-    /* Checked first so that nothing is packed for a call that is over (gRPC may be shut
-     * down by then), and again below because the call may end meanwhile. */
-    pthread_mutex_lock(&call->mu);
-    bool open = accepts_sends_locked(call);
-    pthread_mutex_unlock(&call->mu);
-    if (!open)
-        return VARLOG_ERR_STATE;
-    grpc_byte_buffer *bb = wire_pack(msg);
     if (!bb)
         return VARLOG_ERR_NOMEM;
     varlog_err_t err = VARLOG_OK;
@@ -658,6 +665,36 @@ varlog_err_t rpc_server_call_send(rpc_server_call_t *call, const ProtobufCMessag
     if (bb)
         grpc_byte_buffer_destroy(bb);
     return err;
+}
+
+/* Whether the call still takes messages. Checked before encoding so that nothing is packed
+ * for a call that is over (gRPC may be shut down by then); send_bb checks again because the
+ * call may end meanwhile. */
+static bool accepts_sends(rpc_server_call_t *call)
+{
+    pthread_mutex_lock(&call->mu);
+    bool open = accepts_sends_locked(call);
+    pthread_mutex_unlock(&call->mu);
+    return open;
+}
+
+varlog_err_t rpc_server_call_send(rpc_server_call_t *call, const ProtobufCMessage *msg)
+{
+    if (!call || !msg)
+        return VARLOG_ERR_INVALID_ARG;
+    if (!accepts_sends(call))
+        return VARLOG_ERR_STATE;
+    return send_bb(call, wire_pack(msg));
+}
+
+varlog_err_t rpc_server_call_send_slice(rpc_server_call_t *call, grpc_slice msg)
+{
+    if (!call)
+        return VARLOG_ERR_INVALID_ARG;
+    if (!accepts_sends(call))
+        return VARLOG_ERR_STATE;
+    /* The byte buffer takes its own reference on the slice. */
+    return send_bb(call, grpc_raw_byte_buffer_create(&msg, 1));
 }
 
 static varlog_err_t finish_call(rpc_server_call_t *call, grpc_status_code code, const char *message,

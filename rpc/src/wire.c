@@ -42,6 +42,102 @@ ProtobufCMessage *wire_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_
     return msg;
 }
 
+/* Enters the next non-empty slice; false at the end of the data. */
+static bool cursor_advance(wire_cursor_t *c)
+{
+    while (c->p == c->end) {
+        if (c->next >= c->n_slices)
+            return false;
+        const grpc_slice *s = &c->slices[c->next++];
+        c->p = GRPC_SLICE_START_PTR(*s);
+        c->end = c->p + GRPC_SLICE_LENGTH(*s);
+    }
+    return true;
+}
+
+void wire_cursor_init(wire_cursor_t *c, const grpc_slice *slices, size_t n)
+{
+    memset(c, 0, sizeof(*c));
+    c->slices = slices;
+    c->n_slices = n;
+    for (size_t i = 0; i < n; i++)
+        c->left += GRPC_SLICE_LENGTH(slices[i]);
+}
+
+bool wire_cursor_init_bb(wire_cursor_t *c, grpc_byte_buffer *bb)
+{
+    if (!bb || bb->type != GRPC_BB_RAW || bb->data.raw.compression != GRPC_COMPRESS_NONE) {
+        wire_cursor_init(c, NULL, 0);
+        return false;
+    }
+    wire_cursor_init(c, bb->data.raw.slice_buffer.slices, bb->data.raw.slice_buffer.count);
+    return true;
+}
+
+bool wire_cursor_varint(wire_cursor_t *c, unsigned max_bytes, uint64_t *v)
+{
+    uint64_t r = 0;
+    unsigned shift = 0;
+    /* Most varints lie inside the current slice: read them without looking for the next. */
+    if ((size_t)(c->end - c->p) >= max_bytes) {
+        for (unsigned i = 0; i < max_bytes; i++, shift += 7) {
+            uint8_t b = c->p[i];
+            if (shift < 64)
+                r |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80)) {
+                c->p += i + 1;
+                c->left -= i + 1;
+                *v = r;
+                return true;
+            }
+        }
+        return false;
+    }
+    for (unsigned i = 0; i < max_bytes; i++, shift += 7) {
+        if (!cursor_advance(c))
+            return false;
+        uint8_t b = *c->p++;
+        c->left--;
+        if (shift < 64)
+            r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool cursor_take(wire_cursor_t *c, uint8_t *dst, size_t n)
+{
+    if (n > c->left)
+        return false;
+    c->left -= n;
+    while (n > 0) {
+        cursor_advance(c);
+        size_t k = (size_t)(c->end - c->p);
+        if (k > n)
+            k = n;
+        if (dst) {
+            memcpy(dst, c->p, k);
+            dst += k;
+        }
+        c->p += k;
+        n -= k;
+    }
+    return true;
+}
+
+bool wire_cursor_skip(wire_cursor_t *c, size_t n)
+{
+    return cursor_take(c, NULL, n);
+}
+
+bool wire_cursor_copy(wire_cursor_t *c, void *dst, size_t n)
+{
+    return cursor_take(c, dst, n);
+}
+
 void rpc_status_init(rpc_status_t *st)
 {
     memset(st, 0, sizeof(*st));
