@@ -2,9 +2,13 @@
  * with store.mu held unless its name says otherwise. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "server_internal.h"
+
+/* Chunks this large are mapped on their own, in multiples of a (transparent) huge page. */
+#define HUGE_PAGE (2u << 20)
 
 static int64_t unix_now(void)
 {
@@ -23,10 +27,66 @@ static store_ls_t *ls_new(int32_t topic_id, int32_t ls_id)
     return ls;
 }
 
-static void ls_free(store_ls_t *ls)
+static void chunk_free(store_t *st, store_chunk_t *ch)
+{
+    st->resident_bytes -= ch->size;
+    if (ch->mapped)
+        munmap(ch, ch->size);
+    else
+        free(ch);
+}
+
+/* A chunk for at least bytes more payload bytes of ls, after last (NULL: the first). */
+static store_chunk_t *chunk_new(store_t *st, const store_chunk_t *last, uint64_t bytes)
+{
+    size_t cap = last ? last->cap : 0;
+    cap = cap > STORE_CHUNK_MAX / 2 ? STORE_CHUNK_MAX - sizeof(store_chunk_t) : cap * 2;
+    if (bytes > cap) {
+        if (bytes > SIZE_MAX - sizeof(store_chunk_t) - HUGE_PAGE)
+            return NULL;
+        cap = (size_t)bytes;
+    }
+    size_t size = sizeof(store_chunk_t) + cap;
+    store_chunk_t *ch = NULL;
+    bool mapped = size >= HUGE_PAGE;
+    if (mapped) {
+        size = (size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            return NULL;
+        /* Best effort: without transparent huge pages it is an ordinary mapping. */
+        (void)madvise(p, size, MADV_HUGEPAGE);
+        ch = p;
+    } else if (!(ch = malloc(size))) {
+        return NULL;
+    }
+    ch->live = 0;
+    ch->size = size;
+    ch->cap = size - sizeof(*ch);
+    ch->used = 0;
+    ch->mapped = mapped;
+    st->resident_bytes += size;
+    return ch;
+}
+
+/* Drops e's hold on its chunk, freeing the chunk with its last entry unless it is still
+ * ls's current one. */
+static void entry_release_locked(store_t *st, store_ls_t *ls, store_entry_t *e)
+{
+    store_chunk_t *ch = e->chunk;
+    e->chunk = NULL;
+    e->data = NULL;
+    if (ch && --ch->live == 0 && ch != ls->chunk)
+        chunk_free(st, ch);
+}
+
+static void ls_free(store_t *st, store_ls_t *ls)
 {
     for (size_t i = ls->head; i < ls->count; i++)
-        free(ls->entries[i].data);
+        entry_release_locked(st, ls, &ls->entries[i]);
+    if (ls->chunk)
+        chunk_free(st, ls->chunk);
+    st->resident_bytes -= ls->cap * sizeof(*ls->entries);
     free(ls->entries);
     free(ls);
 }
@@ -100,7 +160,7 @@ void store_destroy(store_t *st)
     for (size_t i = 0; i < st->n_topics; i++) {
         store_topic_t *t = st->topics[i];
         for (size_t j = 0; j < t->n_lss; j++)
-            ls_free(t->lss[j]);
+            ls_free(st, t->lss[j]);
         free(t->lss);
         free(t);
     }
@@ -150,15 +210,13 @@ static void wake_waiters_locked(store_t *st, store_topic_t *t, int32_t ls_id)
     }
 }
 
-varlog_err_t store_append_locked(store_t *st, store_topic_t *t, store_ls_t *ls,
-                                 const ProtobufCBinaryData *payloads, size_t n, uint64_t *glsn0,
-                                 uint64_t *llsn0)
+store_entry_t *store_reserve_locked(store_t *st, store_ls_t *ls, size_t n, uint64_t bytes,
+                                    uint8_t **dst, varlog_err_t *err)
 {
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        bytes += payloads[i].len;
-    if (bytes > st->max_bytes || st->bytes > st->max_bytes - bytes)
-        return VARLOG_ERR_RPC_RESOURCE_EXHAUSTED;
+    if (bytes > st->max_bytes || st->bytes > st->max_bytes - bytes) {
+        *err = VARLOG_ERR_RPC_RESOURCE_EXHAUSTED;
+        return NULL;
+    }
     if (ls->count + n > ls->cap) {
         /* Reclaim the trimmed prefix before growing. */
         if (ls->head > 0) {
@@ -172,38 +230,58 @@ varlog_err_t store_append_locked(store_t *st, store_topic_t *t, store_ls_t *ls,
             while (cap < ls->count + n)
                 cap *= 2;
             store_entry_t *e = realloc(ls->entries, cap * sizeof(*e));
-            if (!e)
-                return VARLOG_ERR_NOMEM;
+            if (!e) {
+                *err = VARLOG_ERR_NOMEM;
+                return NULL;
+            }
+            st->resident_bytes += (cap - ls->cap) * sizeof(*e);
             ls->entries = e;
             ls->cap = cap;
         }
     }
-    /* Copy first so that a failure leaves no partial batch: batches are atomic. */
-    for (size_t i = 0; i < n; i++) {
-        store_entry_t *e = &ls->entries[ls->count + i];
-        e->len = payloads[i].len;
-        e->data = malloc(e->len ? e->len : 1);
-        if (!e->data) {
-            for (size_t j = 0; j < i; j++)
-                free(ls->entries[ls->count + j].data);
-            return VARLOG_ERR_NOMEM;
+    store_chunk_t *ch = ls->chunk;
+    if (bytes > 0 && (!ch || ch->cap - ch->used < bytes)) {
+        store_chunk_t *fresh = chunk_new(st, ch, bytes);
+        if (!fresh) {
+            *err = VARLOG_ERR_NOMEM;
+            return NULL;
         }
-        if (e->len)
-            memcpy(e->data, payloads[i].data, e->len);
+        /* The rest of the old chunk stays unused. */
+        ls->chunk = fresh;
+        if (ch && ch->live == 0)
+            chunk_free(st, ch);
+        ch = fresh;
     }
+    *dst = ch ? ch->data + ch->used : NULL;
+    *err = VARLOG_OK;
+    return &ls->entries[ls->count];
+}
+
+void store_commit_locked(store_t *st, store_topic_t *t, store_ls_t *ls, size_t n, uint64_t bytes,
+                         uint64_t *glsn0, uint64_t *llsn0)
+{
     *glsn0 = t->next_glsn;
     *llsn0 = ls->next_llsn;
+    store_entry_t *e = &ls->entries[ls->count];
     for (size_t i = 0; i < n; i++) {
-        store_entry_t *e = &ls->entries[ls->count + i];
-        e->glsn = t->next_glsn++;
-        e->llsn = ls->next_llsn++;
+        e[i].glsn = t->next_glsn++;
+        e[i].llsn = ls->next_llsn++;
+        e[i].chunk = ls->chunk;
+    }
+    if (ls->chunk) {
+        ls->chunk->live += n;
+        ls->chunk->used += (size_t)bytes;
     }
     ls->count += n;
     ls->bytes += bytes;
     st->bytes += bytes;
     st->version++;
     wake_waiters_locked(st, t, ls->ls_id);
-    return VARLOG_OK;
+}
+
+uint64_t store_resident_bytes_locked(const store_t *st)
+{
+    return st->resident_bytes;
 }
 
 void store_trim_locked(store_t *st, store_topic_t *t, uint64_t glsn)
@@ -221,8 +299,7 @@ void store_trim_locked(store_t *st, store_topic_t *t, uint64_t glsn)
             store_entry_t *e = &ls->entries[ls->head++];
             ls->bytes -= e->len;
             st->bytes -= e->len;
-            free(e->data);
-            e->data = NULL;
+            entry_release_locked(st, ls, e);
             ls->trimmed_any = true;
         }
         if (ls->head == ls->count) {

@@ -4,14 +4,15 @@
  * Nothing stored is shown three ways: the stored bytes, the next batch's GLSN and LLSN, and a
  * subscription over the range.
  *
- * The binary is linked with -Wl,--wrap=calloc so that one allocation of the server's Append
- * handler can be made to fail (fail_next_calloc). */
+ * The binary is linked with -Wl,--wrap=malloc so that one allocation of the server's Append
+ * handler can be made to fail (fail_next_malloc). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,25 +21,25 @@
 
 /* ---- allocation failure ---------------------------------------------------------------- */
 
-void *__real_calloc(size_t nmemb, size_t size);
-void *__wrap_calloc(size_t nmemb, size_t size);
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
 
-static atomic_size_t fail_nmemb, fail_size;
+static atomic_size_t fail_size;
 
-/* The next calloc(nmemb, size) of exactly these arguments returns NULL, once. */
-static void fail_next_calloc(size_t nmemb, size_t size)
+/* The next malloc of exactly size bytes on the server's thread returns NULL, once. */
+static void fail_next_malloc(size_t size)
 {
     atomic_store(&fail_size, size);
-    atomic_store(&fail_nmemb, nmemb);
 }
 
-void *__wrap_calloc(size_t nmemb, size_t size)
+void *__wrap_malloc(size_t size)
 {
-    size_t want = atomic_load(&fail_nmemb);
-    if (want != 0 && nmemb == want && size == atomic_load(&fail_size) &&
-        atomic_compare_exchange_strong(&fail_nmemb, &want, 0))
+    size_t want = atomic_load(&fail_size);
+    char name[16] = "";
+    if (want != 0 && size == want && pthread_getname_np(pthread_self(), name, sizeof(name)) == 0 &&
+        strcmp(name, "varlog-server") == 0 && atomic_compare_exchange_strong(&fail_size, &want, 0))
         return NULL;
-    return __real_calloc(nmemb, size);
+    return __real_malloc(size);
 }
 
 /* ---- helpers --------------------------------------------------------------------------- */
@@ -164,12 +165,12 @@ static void test_no_memory_refuses_before_storing(void **state)
     rpc_status_t st;
     rpc_status_init(&st);
     size_t answered = 99;
-    /* The handler's per-result array for a batch of 7; nothing else in this process asks
-     * for that size and count. */
-    fail_next_calloc(7, sizeof(Varlog__Snpb__AppendResult));
+    /* The chunk that holds the payloads of a batch of 7 x 3 bytes; nothing else on the
+     * server's thread asks for that size. */
+    fail_next_malloc(sizeof(store_chunk_t) + 7 * 3);
     assert_int_equal(append_batches(&f, 1, 1, 1, 7, NULL, NULL, &answered, &st),
                      VARLOG_ERR_RPC_RESOURCE_EXHAUSTED);
-    assert_int_equal(atomic_load(&fail_nmemb), 0); /* the failure was injected */
+    assert_int_equal(atomic_load(&fail_size), 0); /* the failure was injected */
     assert_int_equal(answered, 0);
     assert_string_equal(st.message, "out of memory");
     rpc_status_clear(&st);
