@@ -1,0 +1,499 @@
+/* bench_server_append: the server side of Append, as a pipelined client drives it: one
+ * long-lived /varlog.snpb.LogIO/Append bidi stream, AppendRequests of BATCH records of SIZE
+ * bytes, DEPTH requests in flight, printed as Go benchmark lines.
+ *
+ *   bench_server_append [-server PATH | -inproc] [-benchtime=D|Nx] [-count=N] [-bench=REGEX]
+ *                       [FILTER]   (see harness.h)
+ *
+ * By default each benchmark (and each -count repetition) starts a fresh varlog-server as a
+ * child process (PATH, default the one built beside this program), so that the server's CPU
+ * is its own: it is read from /proc/PID/stat (utime + stime, all threads) before and after
+ * the measured round and reported per record as srv-ns/rec. -inproc runs the embedded server
+ * in this process instead; srv-ns/rec is then left out (the process's CPU, client and server,
+ * is in cli-ns/rec).
+ *
+ * The client is a bare gRPC-core call, not the library's client, so that as little client
+ * CPU as possible competes with the server for this machine's two cores: the request is
+ * encoded once (fields 1 and 2, then BATCH payloads) and every send shares that slice; a
+ * response is checked by hand (BATCH results, the first one's GLSN and LLSN the ones
+ * expected: one topic, one log stream, so both continue from the previous response) rather
+ * than decoded by protobuf-c.
+ *
+ * An op is one AppendRequest. Metrics: records/s (records answered per second of the
+ * round), srv-ns/rec (server CPU per record), cli-ns/rec (this process's CPU per record,
+ * getrusage). MB/s counts payload bytes. B/op and allocs/op count this program's own
+ * allocations (alloc_count.h): with the child server that is the benchmark client alone. */
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+
+#include "harness.h"
+#include "varlog/server.h"
+#include "wire.h"
+
+#ifndef VARLOG_SERVER_PROGRAM
+#define VARLOG_SERVER_PROGRAM "varlog-server"
+#endif
+
+#define APPEND_PATH "/varlog.snpb.LogIO/Append"
+#define WAIT_MS 30000
+/* Enough for the longest rounds at a few million records/s; the stored log is never read. */
+#define SERVER_MAX_BYTES "68719476736"
+
+typedef struct bcase {
+    const char *name; /* without the "Benchmark" prefix */
+    size_t batch;     /* records per AppendRequest */
+    size_t size;      /* bytes per record */
+    int depth;        /* requests in flight */
+} bcase_t;
+
+static const char *server_program = VARLOG_SERVER_PROGRAM;
+static bool inproc;
+
+enum { T_START = 1, T_STATUS, T_SEND, T_RECV };
+
+typedef struct env {
+    const bcase_t *c;
+    pid_t pid;            /* the child server; 0 in process */
+    varlog_server_t *srv; /* the embedded server with -inproc */
+    char addr[64];
+    grpc_channel *ch;
+    grpc_completion_queue *cq;
+    grpc_call *call;
+    grpc_metadata_array initial, trailing;
+    grpc_status_code code;
+    grpc_slice details;
+    grpc_slice request; /* the whole encoded AppendRequest, shared by every send */
+    grpc_byte_buffer *send_bb, *recv_bb;
+    bool send_busy, recv_busy, ended;
+    uint64_t next_glsn; /* expected first GLSN (and LLSN) of the next response */
+} env_t;
+
+/* ---- the child server ------------------------------------------------------------------- */
+
+static int child_start(env_t *e)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execl(server_program, server_program, "--listen", "127.0.0.1:0", "--topics", "1",
+              "--log-streams", "1", "--max-bytes", SERVER_MAX_BYTES, (char *)NULL);
+        fprintf(stderr, "exec %s: %s\n", server_program, strerror(errno));
+        _exit(127);
+    }
+    close(fds[1]);
+    e->pid = pid;
+    /* The server prints its address once it serves. */
+    size_t n = 0;
+    while (n + 1 < sizeof(e->addr)) {
+        ssize_t r = read(fds[0], e->addr + n, 1);
+        if (r <= 0 || e->addr[n] == '\n')
+            break;
+        n++;
+    }
+    e->addr[n] = '\0';
+    close(fds[0]);
+    if (n == 0) {
+        fprintf(stderr, "%s printed no address\n", server_program);
+        return -1;
+    }
+    return 0;
+}
+
+static void child_stop(env_t *e)
+{
+    if (e->pid <= 0)
+        return;
+    kill(e->pid, SIGTERM);
+    waitpid(e->pid, NULL, 0);
+    e->pid = 0;
+}
+
+/* utime + stime of every thread of pid, in nanoseconds; -1 when unreadable. */
+static int64_t proc_cpu_ns(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* The command name may hold spaces and parentheses: fields count from the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    unsigned long long utime = 0, stime = 0;
+    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return (int64_t)((utime + stime) * (1000000000ULL / (unsigned long long)hz));
+}
+
+static int64_t self_cpu_ns(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+           ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+}
+
+/* ---- the request and the response ------------------------------------------------------- */
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* AppendRequest{topic_id 1, log_stream_id 1, payload x batch}. */
+static grpc_slice encode_request(const bcase_t *c)
+{
+    uint8_t tmp[16];
+    size_t per = 1 + put_varint(tmp, c->size) + c->size;
+    grpc_slice s = grpc_slice_malloc(4 + per * c->batch);
+    uint8_t *p = GRPC_SLICE_START_PTR(s);
+    size_t off = 0;
+    p[off++] = 1 << 3;
+    p[off++] = 1;
+    p[off++] = 2 << 3;
+    p[off++] = 1;
+    for (size_t i = 0; i < c->batch; i++) {
+        p[off++] = (3 << 3) | 2;
+        off += put_varint(p + off, c->size);
+        memset(p + off, 'a' + (int)(i % 26), c->size);
+        off += c->size;
+    }
+    return s;
+}
+
+static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A length-delimited field number want at *p: its body in [*body, *body + *len). */
+static bool get_field(const uint8_t **p, const uint8_t *end, unsigned want, const uint8_t **body,
+                      uint64_t *len)
+{
+    uint64_t tag = 0;
+    if (!get_varint(p, end, &tag) || tag != ((want << 3) | 2) || !get_varint(p, end, len) ||
+        *len > (uint64_t)(end - *p))
+        return false;
+    *body = *p;
+    *p += *len;
+    return true;
+}
+
+/* AppendResponse: batch results whose first meta has GLSN and LLSN e->next_glsn (fields 3
+ * and 4 of LogEntryMeta; the ids are 1). The other results are counted, not read. */
+static bool check_response(env_t *e, const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len, *res = NULL, *meta = NULL;
+    uint64_t rlen = 0, mlen = 0, n = 0, glsn = 0, llsn = 0;
+    while (p < end) {
+        if (!get_field(&p, end, 1, &res, &rlen))
+            return false;
+        if (n++ == 0) {
+            const uint8_t *q = res;
+            if (!get_field(&q, res + rlen, 1, &meta, &mlen))
+                return false;
+            const uint8_t *m = meta, *mend = meta + mlen;
+            while (m < mend) {
+                uint64_t tag = 0, v = 0;
+                if (!get_varint(&m, mend, &tag) || (tag & 7) != 0 || !get_varint(&m, mend, &v))
+                    return false;
+                if (tag >> 3 == 3)
+                    glsn = v;
+                else if (tag >> 3 == 4)
+                    llsn = v;
+            }
+        }
+    }
+    if (n != e->c->batch || glsn != e->next_glsn || llsn != e->next_glsn)
+        return false;
+    e->next_glsn += n;
+    return true;
+}
+
+/* ---- the stream ------------------------------------------------------------------------- */
+
+static bool start_batch(env_t *e, const grpc_op *ops, size_t n, intptr_t tag)
+{
+    return grpc_call_start_batch(e->call, ops, n, (void *)tag, NULL) == GRPC_CALL_OK;
+}
+
+static bool arm_recv(env_t *e)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &e->recv_bb;
+    e->recv_busy = start_batch(e, &op, 1, T_RECV);
+    return e->recv_busy;
+}
+
+static bool send_one(env_t *e)
+{
+    e->send_bb = grpc_raw_byte_buffer_create(&e->request, 1);
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_MESSAGE;
+    op.data.send_message.send_message = e->send_bb;
+    e->send_busy = start_batch(e, &op, 1, T_SEND);
+    return e->send_busy;
+}
+
+static bool stream_open(env_t *e)
+{
+    grpc_metadata_array_init(&e->initial);
+    grpc_metadata_array_init(&e->trailing);
+    e->details = grpc_empty_slice();
+    e->code = GRPC_STATUS_UNKNOWN;
+    e->next_glsn = 1;
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    e->ch = grpc_channel_create(e->addr, creds, wire_channel_args(WIRE_ARGS_CLIENT));
+    grpc_channel_credentials_release(creds);
+    e->cq = grpc_completion_queue_create_for_next(NULL);
+    e->call = grpc_channel_create_call(e->ch, NULL, GRPC_PROPAGATE_DEFAULTS, e->cq,
+                                       grpc_slice_from_static_string(APPEND_PATH), NULL,
+                                       gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    if (!e->call)
+        return false;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[1].data.recv_initial_metadata.recv_initial_metadata = &e->initial;
+    grpc_op st;
+    memset(&st, 0, sizeof(st));
+    st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    st.data.recv_status_on_client.trailing_metadata = &e->trailing;
+    st.data.recv_status_on_client.status = &e->code;
+    st.data.recv_status_on_client.status_details = &e->details;
+    return start_batch(e, ops, 2, T_START) && start_batch(e, &st, 1, T_STATUS) && arm_recv(e);
+}
+
+/* Sends n requests, at most depth unanswered at a time, and takes their n responses. */
+static bool run_requests(env_t *e, bench_b_t *b, long n)
+{
+    long sent = 0, answered = 0;
+    while (answered < n) {
+        if (!e->send_busy && sent < n && sent - answered < e->c->depth) {
+            if (!send_one(e)) {
+                b_failf(b, "send refused");
+                return false;
+            }
+            sent++;
+        }
+        grpc_event ev = grpc_completion_queue_next(e->cq, wire_deadline(WAIT_MS), NULL);
+        if (ev.type != GRPC_OP_COMPLETE) {
+            b_failf(b, "no completion within %d ms (%ld of %ld answered)", WAIT_MS, answered, n);
+            return false;
+        }
+        switch ((intptr_t)ev.tag) {
+        case T_SEND:
+            grpc_byte_buffer_destroy(e->send_bb);
+            e->send_bb = NULL;
+            e->send_busy = false;
+            if (!ev.success) {
+                b_failf(b, "send failed");
+                return false;
+            }
+            break;
+        case T_RECV: {
+            e->recv_busy = false;
+            grpc_byte_buffer *bb = e->recv_bb;
+            e->recv_bb = NULL;
+            if (!bb) {
+                b_failf(b, "the stream ended after %ld of %ld responses", answered, n);
+                return false;
+            }
+            grpc_byte_buffer_reader r;
+            grpc_byte_buffer_reader_init(&r, bb);
+            grpc_slice all = grpc_byte_buffer_reader_readall(&r);
+            grpc_byte_buffer_reader_destroy(&r);
+            grpc_byte_buffer_destroy(bb);
+            bool ok = check_response(e, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
+            grpc_slice_unref(all);
+            if (!ok) {
+                b_failf(b, "response %ld is not %zu results from GLSN %llu", answered, e->c->batch,
+                        (unsigned long long)e->next_glsn);
+                return false;
+            }
+            answered++;
+            if (!arm_recv(e)) {
+                b_failf(b, "receive refused");
+                return false;
+            }
+            break;
+        }
+        case T_STATUS:
+            e->ended = true;
+            b_failf(b, "the stream ended with status %d", (int)e->code);
+            return false;
+        default:
+            break;
+        }
+    }
+    return true;
+}
+
+static void stream_close(env_t *e)
+{
+    if (!e->call)
+        return;
+    grpc_call_cancel(e->call, NULL);
+    grpc_completion_queue_shutdown(e->cq);
+    for (;;) {
+        grpc_event ev =
+            grpc_completion_queue_next(e->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+        if (ev.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if ((intptr_t)ev.tag == T_SEND && e->send_bb) {
+            grpc_byte_buffer_destroy(e->send_bb);
+            e->send_bb = NULL;
+        } else if ((intptr_t)ev.tag == T_RECV && e->recv_bb) {
+            grpc_byte_buffer_destroy(e->recv_bb);
+            e->recv_bb = NULL;
+        }
+    }
+    grpc_call_unref(e->call);
+    grpc_completion_queue_destroy(e->cq);
+    grpc_channel_destroy(e->ch);
+    grpc_metadata_array_destroy(&e->initial);
+    grpc_metadata_array_destroy(&e->trailing);
+    grpc_slice_unref(e->details);
+    e->call = NULL;
+}
+
+/* ---- the benchmark ---------------------------------------------------------------------- */
+
+static void env_teardown(void *ctx)
+{
+    env_t *e = ctx;
+    stream_close(e);
+    grpc_slice_unref(e->request);
+    child_stop(e);
+    varlog_server_destroy(e->srv);
+    wire_grpc_unref();
+    free(e);
+}
+
+/* A fresh server and stream per -count repetition, so that stored records never carry
+ * over. */
+static void *env_setup(const void *arg)
+{
+    env_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->c = arg;
+    wire_grpc_ref();
+    e->request = encode_request(e->c);
+    if (inproc) {
+        varlog_server_opts_t o = {"127.0.0.1:0", 1, 1, 64ULL << 30};
+        if (varlog_server_start(&o, &e->srv) != VARLOG_OK) {
+            fprintf(stderr, "varlog_server_start failed\n");
+            env_teardown(e);
+            return NULL;
+        }
+        snprintf(e->addr, sizeof(e->addr), "%s", varlog_server_address(e->srv));
+    } else if (child_start(e) != 0) {
+        env_teardown(e);
+        return NULL;
+    }
+    if (!stream_open(e)) {
+        fprintf(stderr, "cannot open the Append stream to %s\n", e->addr);
+        env_teardown(e);
+        return NULL;
+    }
+    return e;
+}
+
+static void bench_server_append(bench_b_t *b)
+{
+    env_t *e = b->ctx;
+    const bcase_t *c = e->c;
+    b_set_bytes(b, (int64_t)(c->batch * c->size));
+    int64_t srv0 = e->pid > 0 ? proc_cpu_ns(e->pid) : -1;
+    int64_t cli0 = self_cpu_ns();
+    int64_t t0 = bench_now_ns();
+    if (!run_requests(e, b, b->n))
+        return;
+    int64_t t1 = bench_now_ns();
+    int64_t srv1 = e->pid > 0 ? proc_cpu_ns(e->pid) : -1;
+    int64_t cli1 = self_cpu_ns();
+    double records = (double)b->n * (double)c->batch;
+    b_report_metric(b, records * 1e9 / (double)(t1 - t0), "records/s");
+    if (srv0 >= 0 && srv1 >= 0)
+        b_report_metric(b, (double)(srv1 - srv0) / records, "srv-ns/rec");
+    b_report_metric(b, (double)(cli1 - cli0) / records, "cli-ns/rec");
+}
+
+static const bcase_t cases[] = {
+    {"ServerAppend/batch=1/size=100/depth=8", 1, 100, 8},
+    {"ServerAppend/batch=100/size=100/depth=8", 100, 100, 8},
+    {"ServerAppend/batch=1000/size=100/depth=2", 1000, 100, 2},
+    {"ServerAppend/batch=1000/size=100/depth=8", 1000, 100, 8},
+};
+
+int main(int argc, char **argv)
+{
+    /* Own flags first; the rest goes to the harness. */
+    char *rest[64];
+    int n = 0;
+    for (int i = 0; i < argc && n < 63; i++) {
+        if (i > 0 && strcmp(argv[i], "-server") == 0 && i + 1 < argc) {
+            server_program = argv[++i];
+        } else if (i > 0 && strcmp(argv[i], "-inproc") == 0) {
+            inproc = true;
+        } else {
+            rest[n++] = argv[i];
+        }
+    }
+    rest[n] = NULL;
+    signal(SIGPIPE, SIG_IGN);
+    bench_t benches[sizeof(cases) / sizeof(cases[0])];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        benches[i] =
+            (bench_t){cases[i].name, bench_server_append, &cases[i], env_setup, env_teardown};
+    bench_opts_t o = {.warmup_ns = 200000000, .pkg = "libvarlog/server"};
+    return bench_main(n, rest, &o, benches, sizeof(benches) / sizeof(benches[0]));
+}
