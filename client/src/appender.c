@@ -207,8 +207,8 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     /* Result objects in use never outnumber pending calls (they go back before the room they
      * stand for), so a pool this size never has to free one it will need again. */
     size_t max_jobs = (size_t)app->queue_max_records;
-    if (max_jobs > 65536)
-        max_jobs = 65536;
+    if (max_jobs > ((size_t)1 << 20))
+        max_jobs = (size_t)1 << 20;
     if (vq_objpool_create(max_jobs, sizeof(app_job_t), 0, &app->jobs) != VQ_OK)
         return errtext_set(VARLOG_ERR_NOMEM, "appender: out of memory for the result pool");
     return VARLOG_OK;
@@ -369,10 +369,6 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
     varlog_err_t err = check_records(app, records, n, &bytes, &encoded);
     if (err != VARLOG_OK)
         return err;
-    app_job_t *job = vq_objpool_get(app->jobs);
-    if (!job)
-        return errtext_set(VARLOG_ERR_NOMEM, "appender_append: out of memory for its result");
-
     struct timespec until;
     if (timeout_ms > 0)
         abs_deadline(&until, timeout_ms);
@@ -403,9 +399,13 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         else if (pthread_cond_timedwait(&app->space, &app->mu, &until) != 0)
             timeout_ms = 0; /* one more look, then QUEUE_FULL */
     }
+    /* Taken once there is room: result objects in use then never outnumber the calls the
+     * queue admits, so the pool always has one (the pool's lock is a leaf). */
+    app_job_t *job = err == VARLOG_OK ? vq_objpool_get(app->jobs) : NULL;
+    if (err == VARLOG_OK && !job)
+        err = errtext_set(VARLOG_ERR_NOMEM, "appender_append: out of memory for its result");
     if (err != VARLOG_OK) {
         pthread_mutex_unlock(&app->mu);
-        vq_objpool_put(app->jobs, job);
         return err;
     }
     bool wake = false;
