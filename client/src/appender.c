@@ -383,7 +383,8 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
                                         app->pending_bytes + bytes <= app->queue_max_bytes);
         if (room && (fits_open(app, n, bytes) || app->free_slots.head))
             break;
-        if (timeout_ms == 0) {
+        /* On the appender's own thread only its return can make room: never wait there. */
+        if (timeout_ms == 0 || on_app_thread(app)) {
             app->stats.queue_full++;
             err = errtext_set(
                 VARLOG_ERR_QUEUE_FULL,

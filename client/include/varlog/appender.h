@@ -81,8 +81,8 @@ typedef struct varlog_append_result {
 } varlog_append_result_t;
 
 /* Runs on the appender's thread, once per append call, never with a library lock held. It
- * may call varlog_appender_append on any appender (with timeout 0 on its own appender:
- * waiting there for room that only its own return can free would wait for ever) and any
+ * may call varlog_appender_append on any appender (on its own appender a full queue gives
+ * QUEUE_FULL at once whatever the timeout: only the callback's return can make room) and any
  * client function; varlog_appender_flush and varlog_appender_close on its own appender
  * return VARLOG_ERR_STATE. A slow callback delays the callbacks after it and, once the
  * queue is full, the producers. */
