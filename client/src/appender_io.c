@@ -313,10 +313,9 @@ static void lane_failed(thread_state_t *ts, app_lane_t *lane, varlog_err_t err, 
         }
     }
     atomic_fetch_sub(&app->inflight_batches, i);
-    if (lane->stream) {
-        rpc_stream_destroy(lane->stream);
-        lane->stream = NULL;
-    }
+    /* Destroyed last: msg may be the stream's status text. */
+    rpc_stream_t *ended = lane->stream;
+    lane->stream = NULL;
     lane->answered = 0;
     lane->timed_out = false;
     lane->failures++;
@@ -337,6 +336,7 @@ static void lane_failed(thread_state_t *ts, app_lane_t *lane, varlog_err_t err, 
             blist_push(&ts->settled, b);
         }
     }
+    rpc_stream_destroy(ended);
 }
 
 /* ---- sending ------------------------------------------------------------------------------- */
