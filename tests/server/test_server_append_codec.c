@@ -5,8 +5,10 @@
  *     the same topic, log stream and payloads, whatever the slices the bytes arrive in:
  *     packed requests, unknown fields of every wire type, repeated ids, wrong wire types,
  *     groups, bad keys and lengths, every truncation and single-byte mutations;
- *   - a batch's payloads live in one chunk, which trim frees with the last entry of it, and
- *     the resident byte count follows. */
+ *   - a log stream's payloads live in chunks, which trim frees with the last entry of them,
+ *     and the resident byte count follows;
+ *   - through the server: payloads arriving in many slices are stored byte for byte, and an
+ *     undecodable request ends the stream as the transport's decoding did. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "server_internal.h"
+#include "server_test_util.h"
 #include "snpb/log_io.pb-c.h"
 
 /* ---- the response ---------------------------------------------------------------------- */
@@ -461,6 +464,142 @@ static void test_store_chunks_freed_by_trim(void **state)
     store_destroy(&st);
 }
 
+/* ---- through the server ---------------------------------------------------------------- */
+
+/* An Append stream sending the encoded requests bodies[0..n) (each taken), half-closed;
+ * collects the responses' first GLSNs and the stream's status. */
+static varlog_err_t append_raw(srv_fixture_t *f, grpc_slice *bodies, size_t n, uint64_t *first,
+                               size_t *answered, rpc_status_t *st)
+{
+    rpc_stream_opts_t o = {RPC_STREAM_BIDI,
+                           &varlog__snpb__append_response__descriptor,
+                           64,
+                           T_TIMEOUT,
+                           false,
+                           NULL,
+                           NULL,
+                           0};
+    rpc_stream_t *s = NULL;
+    assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &s), VARLOG_OK);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(rpc_stream_send_shared(s, NULL, 0, bodies[i]), VARLOG_OK);
+        grpc_slice_unref(bodies[i]);
+    }
+    rpc_stream_close_send(s);
+    varlog_err_t err;
+    *answered = 0;
+    for (;;) {
+        ProtobufCMessage *m = NULL;
+        err = rpc_stream_recv(s, T_TIMEOUT, &m);
+        if (err != VARLOG_OK)
+            break;
+        const Varlog__Snpb__AppendResponse *r = (const Varlog__Snpb__AppendResponse *)m;
+        assert_true(r->n_results > 0);
+        first[(*answered)++] = r->results[0]->meta->glsn;
+        free_msg(m);
+    }
+    if (rpc_stream_status(s))
+        rpc_status_copy(st, rpc_stream_status(s));
+    rpc_stream_destroy(s);
+    return err;
+}
+
+static grpc_slice slice_of(const buf_t *b)
+{
+    return grpc_slice_from_copied_buffer((const char *)b->p, b->len);
+}
+
+/* Requests of 1000 distinct 100-byte payloads, which gRPC hands over in several slices,
+ * with unknown fields between them: every payload comes back from Subscribe byte for byte,
+ * so the copy across slice boundaries is exact. */
+static void test_server_stores_payloads_exactly(void **state)
+{
+    (void)state;
+    srv_fixture_t f;
+    fixture_start(&f, 1, 1, 0);
+    enum { REQS = 3, PER = 1000, SIZE = 100 };
+    grpc_slice bodies[REQS];
+    char payload[SIZE + 1];
+    for (size_t r = 0; r < REQS; r++) {
+        buf_t b = {0};
+        put_key(&b, 1, 0);
+        put_varint(&b, 1);
+        put_key(&b, 2, 0);
+        put_varint(&b, 1);
+        for (size_t i = 0; i < PER; i++) {
+            snprintf(payload, sizeof(payload), "%0100zu", r * PER + i);
+            put_bytes(&b, 3, payload);
+            if (i % 97 == 0)
+                put_bytes(&b, 4, "unknown");
+        }
+        bodies[r] = slice_of(&b);
+        free(b.p);
+    }
+    uint64_t first[REQS];
+    size_t answered = 0;
+    rpc_status_t st;
+    rpc_status_init(&st);
+    assert_int_equal(append_raw(&f, bodies, REQS, first, &answered, &st), VARLOG_ERR_END);
+    assert_int_equal(answered, REQS);
+    for (size_t r = 0; r < REQS; r++)
+        assert_int_equal(first[r], 1 + r * PER);
+    rpc_status_clear(&st);
+    assert_int_equal(varlog_server_stored_bytes(f.srv), REQS * PER * SIZE);
+
+    rpc_stream_t *s = subscribe_open(&f, false, 1, 1, 1, REQS * PER + 1, 64);
+    for (size_t i = 0; i < REQS * PER; i++) {
+        ProtobufCMessage *m = NULL;
+        assert_int_equal(rpc_stream_recv(s, T_TIMEOUT, &m), VARLOG_OK);
+        const Varlog__Snpb__SubscribeResponse *r = (const Varlog__Snpb__SubscribeResponse *)m;
+        assert_int_equal(r->glsn, i + 1);
+        snprintf(payload, sizeof(payload), "%0100zu", i);
+        assert_int_equal(r->payload.len, SIZE);
+        assert_memory_equal(r->payload.data, payload, SIZE);
+        free_msg(m);
+    }
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(rpc_stream_recv(s, T_TIMEOUT, &m), VARLOG_ERR_END);
+    rpc_stream_destroy(s);
+    fixture_stop(&f);
+}
+
+/* A request protobuf-c cannot decode ends the stream with INVALID_ARGUMENT "cannot decode
+ * request" after the earlier responses, and stores nothing of it, as when the transport
+ * decoded it. */
+static void test_server_refuses_undecodable(void **state)
+{
+    (void)state;
+    srv_fixture_t f;
+    fixture_start(&f, 1, 1, 0);
+    buf_t good = {0}, bad = {0};
+    put_key(&good, 1, 0);
+    put_varint(&good, 1);
+    put_key(&good, 2, 0);
+    put_varint(&good, 1);
+    put_bytes(&good, 3, "abc");
+    put(&bad, good.p, good.len);
+    put_key(&bad, 2, 2); /* log_stream_id as bytes */
+    put_varint(&bad, 1);
+    put(&bad, "x", 1);
+    grpc_slice bodies[3] = {slice_of(&good), slice_of(&bad), slice_of(&good)};
+    uint64_t first[3];
+    size_t answered = 0;
+    rpc_status_t st;
+    rpc_status_init(&st);
+    assert_int_equal(append_raw(&f, bodies, 3, first, &answered, &st),
+                     VARLOG_ERR_RPC_INVALID_ARGUMENT);
+    assert_int_equal(answered, 1);
+    assert_int_equal(st.code, GRPC_STATUS_INVALID_ARGUMENT);
+    assert_string_equal(st.message, "cannot decode request");
+    rpc_status_clear(&st);
+    assert_int_equal(varlog_server_stored_bytes(f.srv), 3);
+    /* Counted as a stream, but the undecodable request not as a request. */
+    assert_int_equal(varlog_server_request_count(f.srv, M_PATH_APPEND), 1);
+    free(good.p);
+    free(bad.p);
+    fixture_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -470,6 +609,8 @@ int main(void)
         cmocka_unit_test(test_request_malformed),
         cmocka_unit_test(test_request_mutations),
         cmocka_unit_test(test_store_chunks_freed_by_trim),
+        cmocka_unit_test(test_server_stores_payloads_exactly),
+        cmocka_unit_test(test_server_refuses_undecodable),
     };
     if (getenv("TEST_FILTER"))
         cmocka_set_test_filter(getenv("TEST_FILTER"));
