@@ -25,8 +25,10 @@ static bool handlers_done;
 static void on_signal(int sig)
 {
     pid_t pid = running;
-    if (pid > 0)
-        kill(pid, SIGKILL);
+    if (pid > 0 && kill(pid, SIGKILL) == 0) {
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
