@@ -4,34 +4,13 @@
 #include <stdio.h>
 #include <string.h>
 
-size_t codec_varint_len(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-size_t codec_put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 size_t codec_put_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id)
 {
     size_t off = 0;
     p[off++] = (1 << 3) | 0;
-    off += codec_put_varint(p + off, (uint64_t)(int64_t)topic_id);
+    off += wire_varint_put(p + off, (uint64_t)(int64_t)topic_id);
     p[off++] = (2 << 3) | 0;
-    off += codec_put_varint(p + off, (uint64_t)(int64_t)log_stream_id);
+    off += wire_varint_put(p + off, (uint64_t)(int64_t)log_stream_id);
     return off;
 }
 
@@ -39,7 +18,7 @@ size_t codec_put_payload(uint8_t *p, const void *data, size_t len)
 {
     size_t off = 0;
     p[off++] = (3 << 3) | 2;
-    off += codec_put_varint(p + off, len);
+    off += wire_varint_put(p + off, len);
     memcpy(p + off, data, len);
     return off + len;
 }

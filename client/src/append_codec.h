@@ -14,15 +14,13 @@
 
 #include "varlog/client.h"
 #include "varlog/error.h"
+#include "wire.h"
 
 /* AppendRequest fields 1 and 2 (topic_id, log_stream_id): at most this many bytes. */
 #define CODEC_HEAD_MAX 22
 /* AppendRequest field 3 (one payload) costs its bytes plus at most this much (tag and a
  * length below 2^35). */
 #define CODEC_PAYLOAD_OVERHEAD_MAX 6
-
-size_t codec_varint_len(uint64_t v);
-size_t codec_put_varint(uint8_t *p, uint64_t v);
 
 /* Writes topic_id and log_stream_id (ids >= 1) at p; returns the length. */
 size_t codec_put_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id);
@@ -34,7 +32,7 @@ size_t codec_put_payload(uint8_t *p, const void *data, size_t len);
 /* Encoded size of one payload field. */
 static inline size_t codec_payload_size(size_t len)
 {
-    return 1 + codec_varint_len(len) + len;
+    return 1 + wire_varint_len(len) + len;
 }
 
 /* Reads an AppendResponse that must hold exactly n results into metas[0..n). On failure
