@@ -29,8 +29,12 @@ typedef struct reader {
     const uint8_t *p, *end;
 } reader_t;
 
-static bool get_varint(reader_t *r, uint64_t *v)
+static inline bool get_varint(reader_t *r, uint64_t *v)
 {
+    if (r->p < r->end && *r->p < 0x80) { /* keys, ids and lengths: one byte */
+        *v = *r->p++;
+        return true;
+    }
     uint64_t x = 0;
     for (unsigned shift = 0; shift < 64; shift += 7) {
         if (r->p >= r->end)
@@ -122,6 +126,39 @@ static bool read_meta(reader_t *r, varlog_entry_meta_t *m)
     return ok;
 }
 
+/* The layout every Varlog server sends (Go's and protobuf-c's encoders agree): one meta
+ * field holding the four ids in field order, each set. Decodes it in one pass and says
+ * whether the result had exactly that shape; anything else goes the general way. */
+static inline bool read_result_fast(const uint8_t *p, const uint8_t *end, varlog_entry_meta_t *m)
+{
+    if (end - p < 2 || p[0] != 0x0a || p[1] >= 0x80 || end - p != 2 + p[1])
+        return false;
+    p += 2;
+    uint64_t v[4];
+    for (unsigned f = 0; f < 4; f++) {
+        if (p >= end || *p != (uint8_t)((f + 1) << 3))
+            return false;
+        p++;
+        uint64_t x = 0;
+        for (unsigned shift = 0;; shift += 7) {
+            if (p >= end || shift > 63)
+                return false;
+            uint8_t b = *p++;
+            x |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80))
+                break;
+        }
+        v[f] = x;
+    }
+    if (p != end)
+        return false;
+    m->topic_id = (int32_t)v[0];
+    m->log_stream_id = (int32_t)v[1];
+    m->glsn = v[2];
+    m->llsn = v[3];
+    return true;
+}
+
 typedef enum { RESULT_OK, RESULT_MALFORMED, RESULT_NO_META, RESULT_ERROR } result_t;
 
 static result_t read_result(reader_t *r, varlog_entry_meta_t *m, reader_t *error)
@@ -178,7 +215,12 @@ varlog_err_t codec_read_append_response(const uint8_t *p, size_t len, varlog_ent
             break;
         }
         varlog_entry_meta_t scratch;
-        result_t res = read_result(&sub, i < n ? &metas[i] : &scratch, &error);
+        varlog_entry_meta_t *m = i < n ? &metas[i] : &scratch;
+        if (read_result_fast(sub.p, sub.end, m)) {
+            i++;
+            continue;
+        }
+        result_t res = read_result(&sub, m, &error);
         if (res == RESULT_MALFORMED) {
             ok = false;
             break;

@@ -64,12 +64,13 @@ static void app_free(varlog_appender_t *app)
     for (size_t i = 0; i < app->n_slots; i++) {
         free(app->slots[i]->buf);
         free(app->slots[i]->metas);
+        free(app->slots[i]->calls);
         free(app->slots[i]);
     }
     free(app->slots);
     free(app->scratch);
-    if (app->jobs)
-        vq_objpool_destroy(app->jobs);
+    if (app->results)
+        vq_objpool_destroy(app->results);
     pthread_cond_destroy(&app->space);
     pthread_cond_destroy(&app->wake);
     pthread_cond_destroy(&app->settled);
@@ -90,8 +91,7 @@ void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
     b->len = 0;
     b->n_records = 0;
     b->bytes = 0;
-    b->jobs = b->jobs_tail = NULL;
-    b->n_jobs = 0;
+    b->n_calls = 0;
     b->attempts = 0;
     b->maybe = false;
     b->err = VARLOG_OK;
@@ -127,7 +127,9 @@ varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
         /* Address space only: pages are touched as records fill them. */
         uint8_t *buf = b ? malloc(app->slot_cap) : NULL;
         varlog_entry_meta_t *metas = buf ? calloc(app->batch_max_records, sizeof(*metas)) : NULL;
-        if (!metas) {
+        app_call_t *calls = metas ? calloc(app->batch_max_records, sizeof(*calls)) : NULL;
+        if (!calls) {
+            free(metas);
             free(buf);
             free(b);
             return VARLOG_ERR_NOMEM;
@@ -136,6 +138,7 @@ varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
         b->buf = buf;
         b->cap = app->slot_cap;
         b->metas = metas;
+        b->calls = calls;
         pthread_mutex_lock(&app->mu);
         app->slots[app->n_slots++] = b;
         app_slot_free_locked(app, b);
@@ -204,12 +207,8 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
                            "appender: out of memory for %zu batch slots of %zu "
                            "bytes",
                            slots, app->slot_cap);
-    /* Result objects in use never outnumber pending calls (they go back before the room they
-     * stand for), so a pool this size never has to free one it will need again. */
-    size_t max_jobs = (size_t)app->queue_max_records;
-    if (max_jobs > ((size_t)1 << 20))
-        max_jobs = (size_t)1 << 20;
-    if (vq_objpool_create(max_jobs, sizeof(app_job_t), 0, &app->jobs) != VQ_OK)
+    /* One result object per run of callbacks: a few cover the thread (and a spare). */
+    if (vq_objpool_create(4, sizeof(varlog_append_result_t), 1, &app->results) != VQ_OK)
         return errtext_set(VARLOG_ERR_NOMEM, "appender: out of memory for the result pool");
     return VARLOG_OK;
 }
@@ -400,11 +399,6 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         else if (pthread_cond_timedwait(&app->space, &app->mu, &until) != 0)
             timeout_ms = 0; /* one more look, then QUEUE_FULL */
     }
-    /* Taken once there is room: result objects in use then never outnumber the calls the
-     * queue admits, so the pool always has one (the pool's lock is a leaf). */
-    app_job_t *job = err == VARLOG_OK ? vq_objpool_get(app->jobs) : NULL;
-    if (err == VARLOG_OK && !job)
-        err = errtext_set(VARLOG_ERR_NOMEM, "appender_append: out of memory for its result");
     if (err != VARLOG_OK) {
         pthread_mutex_unlock(&app->mu);
         return err;
@@ -421,18 +415,8 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         wake = true; /* a new linger deadline, perhaps a sealed batch */
     }
     app_batch_t *b = app->open;
-    job->cb = cb;
-    job->opaque = opaque;
-    job->first = b->n_records;
-    job->n = (uint32_t)n;
-    job->bytes = bytes;
-    job->next = NULL;
-    if (b->jobs_tail)
-        b->jobs_tail->next = job;
-    else
-        b->jobs = job;
-    b->jobs_tail = job;
-    b->n_jobs++;
+    b->calls[b->n_calls++] =
+        (app_call_t){.cb = cb, .opaque = opaque, .first = b->n_records, .n = (uint32_t)n};
     for (size_t i = 0; i < n; i++)
         b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
     b->n_records += (uint32_t)n;
@@ -459,7 +443,7 @@ static size_t unsettled_calls_locked(const varlog_appender_t *app, uint64_t seq)
     for (size_t i = 0; i < app->n_slots; i++) {
         const app_batch_t *b = app->slots[i];
         if (b->state != SLOT_FREE && !b->settle_pending && b->seq <= seq)
-            n += b->n_jobs;
+            n += b->n_calls;
     }
     return n;
 }

@@ -28,16 +28,14 @@
 #include "varlog/appender.h"
 #include "vq/objpool.h"
 
-/* One append call: the pooled result object its callback receives. */
-typedef struct app_job {
-    varlog_append_result_t res;
+/* One append call, in its batch's slot: the slot's calls lie side by side, so the thread
+ * that runs their callbacks reads what the producer wrote in order. */
+typedef struct app_call {
     varlog_append_cb *cb;
     void *opaque;
     uint32_t first; /* index of its first record in the batch */
     uint32_t n;
-    uint64_t bytes;
-    struct app_job *next;
-} app_job_t;
+} app_call_t;
 
 typedef enum { SLOT_FREE, SLOT_OPEN, SLOT_READY, SLOT_OUT } slot_state_t;
 
@@ -50,9 +48,9 @@ typedef struct app_batch {
     uint8_t *buf;
     size_t len, cap;
     uint32_t n_records;
-    uint64_t bytes; /* payload bytes */
-    app_job_t *jobs, *jobs_tail;
-    uint32_t n_jobs;
+    uint64_t bytes;    /* payload bytes */
+    app_call_t *calls; /* appender batch.max.records: a call has at least one record */
+    uint32_t n_calls;
     varlog_entry_meta_t *metas; /* appender batch.max.records */
     int64_t opened_ms;          /* linger counts from the first record */
     /* Set when the batch is first sent: the slice gRPC's messages share. The slot is free
@@ -144,7 +142,9 @@ struct varlog_appender {
     uint8_t *scratch;     /* an answer laid out flat */
     size_t scratch_cap;
 
-    vq_objpool_t *jobs;
+    /* The result objects callbacks receive: one is taken per run of callbacks, filled for
+     * each call in turn and given back after the last callback. */
+    vq_objpool_t *results;
     pthread_t thread;
     bool has_thread;               /* set before the handle is returned, never changed */
     bool joinable;                 /* (mu) nobody joined the thread yet */

@@ -81,34 +81,31 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     if (!settled->head)
         return;
     uint64_t ok_calls = 0, failed_calls = 0, records = 0;
+    varlog_append_result_t *res = vq_objpool_get(app->results);
+    varlog_append_result_t fallback; /* the pool could not allocate: still one callback each */
+    if (!res)
+        res = &fallback;
     for (app_batch_t *b = settled->head; b; b = b->next) {
-        for (app_job_t *j = b->jobs; j; j = j->next) {
-            j->res.err = b->err;
-            j->res.n = j->n;
+        res->err = b->err;
+        res->outcome = b->err == VARLOG_OK ? VARLOG_APPENDED : b->outcome;
+        res->errtext = b->err == VARLOG_OK ? "" : b->errtext;
+        res->metas = NULL;
+        for (uint32_t i = 0; i < b->n_calls; i++) {
+            const app_call_t *call = &b->calls[i];
+            res->n = call->n;
             if (b->err == VARLOG_OK) {
-                j->res.outcome = VARLOG_APPENDED;
-                j->res.metas = &b->metas[j->first];
-                j->res.errtext = "";
-                ok_calls++;
-                records += j->n;
-            } else {
-                j->res.outcome = b->outcome;
-                j->res.metas = NULL;
-                j->res.errtext = b->errtext;
-                failed_calls++;
+                res->metas = &b->metas[call->first];
+                records += call->n;
             }
-            j->cb(&j->res, j->opaque);
+            call->cb(res, call->opaque);
         }
+        if (b->err == VARLOG_OK)
+            ok_calls += b->n_calls;
+        else
+            failed_calls += b->n_calls;
     }
-    /* The result objects go back before the room they stand for: a producer let in by the
-     * room below then finds one cached instead of allocating. */
-    for (app_batch_t *b = settled->head; b; b = b->next) {
-        for (app_job_t *j = b->jobs, *next; j; j = next) {
-            next = j->next;
-            vq_objpool_put(app->jobs, j);
-        }
-        b->jobs = b->jobs_tail = NULL;
-    }
+    if (res != &fallback)
+        vq_objpool_put(app->results, res);
     /* Drop our reference to the bytes first: if gRPC let go already, the release runs here
      * and the slot is freed below; if not, the release frees it later. */
     for (app_batch_t *b = settled->head; b; b = b->next) {
@@ -118,7 +115,7 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     pthread_mutex_lock(&app->mu);
     app_batch_t *b;
     while ((b = blist_pop(settled))) {
-        app->pending_calls -= b->n_jobs;
+        app->pending_calls -= b->n_calls;
         app->pending_records -= b->n_records;
         app->pending_bytes -= b->bytes;
         if (atomic_load(&b->has_body)) {
