@@ -24,8 +24,8 @@
  * (per log stream: appender.pipeline.depth in flight, one waiting, plus the batch being
  * filled), each with room for appender.batch.max.records records and
  * appender.batch.max.bytes bytes. Records are encoded into the open slot as they arrive and
- * the slot's bytes are what gRPC sends: no copy, no allocation per append once the
- * appender's result objects have warmed up.
+ * the slot's bytes are what gRPC sends: no copy, and no allocation per append (the
+ * result handed to callbacks comes from a small object pool and goes back after them).
  *
  * Batching: a batch is closed when it is full (records or bytes), when appender.linger.ms
  * passed since its first record and a log stream has room in its pipeline, or on flush and
