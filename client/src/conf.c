@@ -645,6 +645,43 @@ const char *varlog_conf_property_name(size_t i)
 
 /* ---- cross-property checks --------------------------------------------------------------- */
 
+/* Pairs of integer properties where the first must not exceed the second. */
+typedef struct conf_order_rule {
+    const char *small, *large; /* property names */
+    size_t small_off, large_off;
+    const char *why; /* appended to the error text; "" when the names say it */
+} conf_order_rule_t;
+
+#define ORDER_RULE(a, fa, b, fb, why)                                                              \
+    {                                                                                              \
+        a, b, offsetof(struct varlog_conf, fa), offsetof(struct varlog_conf, fb), why              \
+    }
+
+static const conf_order_rule_t order_rules[] = {
+    ORDER_RULE("append.retry.backoff.ms", append_retry_backoff_ms, "append.retry.backoff.max.ms",
+               append_retry_backoff_max_ms, ""),
+    ORDER_RULE("lookup.batch.size", lookup_batch_size, "retry.workers", retry_workers,
+               ": each waiting lookup holds a retry worker, so the batch could never fill"),
+    ORDER_RULE("append.record.max.bytes", append_record_max_bytes, "append.batch.max.bytes",
+               append_batch_max_bytes, ": such a record could never be appended"),
+    ORDER_RULE("appender.batch.max.records", appender_batch_max_records, "append.batch.max.records",
+               append_batch_max_records, ""),
+    ORDER_RULE("appender.batch.max.bytes", appender_batch_max_bytes, "append.batch.max.bytes",
+               append_batch_max_bytes, ""),
+    ORDER_RULE("appender.batch.max.records", appender_batch_max_records,
+               "appender.queue.max.records", appender_queue_max_records,
+               ": a full batch could never be queued"),
+    ORDER_RULE("appender.batch.max.bytes", appender_batch_max_bytes, "appender.queue.max.bytes",
+               appender_queue_max_bytes, ": a full batch could never be queued"),
+};
+
+static int64_t conf_int(const varlog_conf_t *conf, size_t off)
+{
+    int64_t v;
+    memcpy(&v, (const char *)conf + off, sizeof(v));
+    return v;
+}
+
 varlog_err_t conf_validate(const varlog_conf_t *conf)
 {
     if (!conf)
@@ -653,44 +690,13 @@ varlog_err_t conf_validate(const varlog_conf_t *conf)
         return errtext_set(VARLOG_ERR_INVALID_ARG,
                            "metadata.addresses is not set: the client needs the host:port "
                            "addresses of the metadata repository");
-    if (conf->append_retry_backoff_max_ms < conf->append_retry_backoff_ms)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "append.retry.backoff.max.ms (%" PRId64
-                           ") is less than append.retry.backoff.ms (%" PRId64 ")",
-                           conf->append_retry_backoff_max_ms, conf->append_retry_backoff_ms);
-    if (conf->lookup_batch_size > conf->retry_workers)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "lookup.batch.size (%" PRId64 ") is greater than retry.workers (%" PRId64
-                           "): each waiting lookup holds a retry worker, so the batch could "
-                           "never fill",
-                           conf->lookup_batch_size, conf->retry_workers);
-    if (conf->append_record_max_bytes > conf->append_batch_max_bytes)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "append.record.max.bytes (%" PRId64
-                           ") is greater than append.batch.max.bytes (%" PRId64
-                           "): such a record could never be appended",
-                           conf->append_record_max_bytes, conf->append_batch_max_bytes);
-    if (conf->appender_batch_max_records > conf->append_batch_max_records)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "appender.batch.max.records (%" PRId64
-                           ") is greater than append.batch.max.records (%" PRId64 ")",
-                           conf->appender_batch_max_records, conf->append_batch_max_records);
-    if (conf->appender_batch_max_bytes > conf->append_batch_max_bytes)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "appender.batch.max.bytes (%" PRId64
-                           ") is greater than append.batch.max.bytes (%" PRId64 ")",
-                           conf->appender_batch_max_bytes, conf->append_batch_max_bytes);
-    if (conf->appender_batch_max_records > conf->appender_queue_max_records)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "appender.batch.max.records (%" PRId64
-                           ") is greater than appender.queue.max.records (%" PRId64
-                           "): a full batch could never be queued",
-                           conf->appender_batch_max_records, conf->appender_queue_max_records);
-    if (conf->appender_batch_max_bytes > conf->appender_queue_max_bytes)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "appender.batch.max.bytes (%" PRId64
-                           ") is greater than appender.queue.max.bytes (%" PRId64
-                           "): a full batch could never be queued",
-                           conf->appender_batch_max_bytes, conf->appender_queue_max_bytes);
+    for (size_t i = 0; i < sizeof(order_rules) / sizeof(order_rules[0]); i++) {
+        const conf_order_rule_t *r = &order_rules[i];
+        int64_t small = conf_int(conf, r->small_off), large = conf_int(conf, r->large_off);
+        if (small > large)
+            return errtext_set(VARLOG_ERR_INVALID_ARG,
+                               "%s (%" PRId64 ") is greater than %s (%" PRId64 ")%s", r->small,
+                               small, r->large, large, r->why);
+    }
     return VARLOG_OK;
 }
