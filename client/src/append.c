@@ -494,28 +494,40 @@ static varlog_err_t check_input(varlog_client_t *c, int32_t topic_id,
                            "append: timeout_ms %lld (give a positive timeout, or -1 for none)",
                            (long long)timeout_ms);
     const varlog_conf_t *conf = c->conf;
-    if (n > (size_t)conf->append_batch_max_records)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "append: %zu records exceed append.batch.max.records (%lld)", n,
-                           (long long)conf->append_batch_max_records);
+    append_limits_t lim = {.who = "append",
+                           .max_records = (uint64_t)conf->append_batch_max_records,
+                           .max_records_name = "append.batch.max.records",
+                           .max_bytes = (uint64_t)conf->append_batch_max_bytes,
+                           .max_bytes_name = "append.batch.max.bytes",
+                           .record_max_bytes = (uint64_t)conf->append_record_max_bytes};
+    uint64_t total;
+    return append_check_records(&lim, records, n, &total);
+}
+
+varlog_err_t append_check_records(const append_limits_t *lim, const varlog_record_t *records,
+                                  size_t n, uint64_t *total_bytes)
+{
+    if (n > lim->max_records)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %zu records exceed %s (%llu)", lim->who, n,
+                           lim->max_records_name, (unsigned long long)lim->max_records);
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (!records[i].data || records[i].len == 0)
             return errtext_set(VARLOG_ERR_INVALID_ARG,
-                               "append: record %zu of %zu is empty (records need at least one "
-                               "byte)",
-                               i, n);
-        if (records[i].len > (uint64_t)conf->append_record_max_bytes)
+                               "%s: record %zu of %zu is empty (records need at least one byte)",
+                               lim->who, i, n);
+        if (records[i].len > lim->record_max_bytes)
             return errtext_set(VARLOG_ERR_INVALID_ARG,
-                               "append: record %zu is %zu bytes, above append.record.max.bytes "
-                               "(%lld)",
-                               i, records[i].len, (long long)conf->append_record_max_bytes);
+                               "%s: record %zu is %zu bytes, above append.record.max.bytes (%llu)",
+                               lim->who, i, records[i].len,
+                               (unsigned long long)lim->record_max_bytes);
         total += records[i].len;
     }
-    if (total > (uint64_t)conf->append_batch_max_bytes)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "append: %llu bytes exceed append.batch.max.bytes (%lld)",
-                           (unsigned long long)total, (long long)conf->append_batch_max_bytes);
+    if (total > lim->max_bytes)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %llu bytes exceed %s (%llu)", lim->who,
+                           (unsigned long long)total, lim->max_bytes_name,
+                           (unsigned long long)lim->max_bytes);
+    *total_bytes = total;
     return VARLOG_OK;
 }
 

@@ -298,35 +298,15 @@ varlog_err_t varlog_appender_new(varlog_client_t *c, int32_t topic_id, int32_t l
 /* ---- intake -------------------------------------------------------------------------------- */
 
 static varlog_err_t check_records(const varlog_appender_t *app, const varlog_record_t *records,
-                                  size_t n, uint64_t *bytes, size_t *encoded)
+                                  size_t n, uint64_t *bytes)
 {
-    if (n > app->batch_max_records)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "appender_append: %zu records exceed appender.batch.max.records (%u)", n,
-                           app->batch_max_records);
-    uint64_t total = 0;
-    size_t enc = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!records[i].data || records[i].len == 0)
-            return errtext_set(VARLOG_ERR_INVALID_ARG,
-                               "appender_append: record %zu of %zu is empty (records need at "
-                               "least one byte)",
-                               i, n);
-        if (records[i].len > app->record_max_bytes)
-            return errtext_set(VARLOG_ERR_INVALID_ARG,
-                               "appender_append: record %zu is %zu bytes, above "
-                               "append.record.max.bytes (%llu)",
-                               i, records[i].len, (unsigned long long)app->record_max_bytes);
-        total += records[i].len;
-        enc += codec_payload_size(records[i].len);
-    }
-    if (total > app->batch_max_bytes)
-        return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "appender_append: %llu bytes exceed appender.batch.max.bytes (%llu)",
-                           (unsigned long long)total, (unsigned long long)app->batch_max_bytes);
-    *bytes = total;
-    *encoded = enc;
-    return VARLOG_OK;
+    append_limits_t lim = {.who = "appender_append",
+                           .max_records = app->batch_max_records,
+                           .max_records_name = "appender.batch.max.records",
+                           .max_bytes = app->batch_max_bytes,
+                           .max_bytes_name = "appender.batch.max.bytes",
+                           .record_max_bytes = app->record_max_bytes};
+    return append_check_records(&lim, records, n, bytes);
 }
 
 static bool fits_open(const varlog_appender_t *app, size_t n, uint64_t bytes)
@@ -370,8 +350,7 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
                            "appender_append: timeout_ms %lld (0 = do not wait, -1 = no limit)",
                            (long long)timeout_ms);
     uint64_t bytes = 0;
-    size_t encoded = 0;
-    varlog_err_t err = check_records(app, records, n, &bytes, &encoded);
+    varlog_err_t err = check_records(app, records, n, &bytes);
     if (err != VARLOG_OK)
         return err;
     struct timespec until;

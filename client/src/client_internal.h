@@ -88,6 +88,20 @@ varlog_err_t append_check_target(varlog_client_t *c, int32_t topic_id, int32_t l
  * detaches them from the client (their handles then only serve varlog_appender_close). */
 void appenders_close_all(varlog_client_t *c);
 
+/* append.c: the limits one append call's records must keep, and the names the error texts
+ * give them. */
+typedef struct append_limits {
+    const char *who; /* the function, for the error text */
+    uint64_t max_records, max_bytes, record_max_bytes;
+    const char *max_records_name, *max_bytes_name;
+} append_limits_t;
+
+/* Checks records[0..n) (n >= 1, records not NULL) against lim: every record non-empty and
+ * within record_max_bytes, at most max_records of them and max_bytes in all. On OK
+ * *total_bytes is their payload size; otherwise INVALID_ARG with a text naming the limit. */
+varlog_err_t append_check_records(const append_limits_t *lim, const varlog_record_t *records,
+                                  size_t n, uint64_t *total_bytes);
+
 /* append.c: the retry engine's lookups and lifecycle. */
 varlog_err_t append_engine_start(varlog_client_t *c);
 void append_engine_stop(varlog_client_t *c);
