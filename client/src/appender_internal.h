@@ -167,11 +167,35 @@ void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b);
 /* Adds slots for a new lane. Called by the thread without mu. */
 varlog_err_t app_add_slots(varlog_appender_t *app, size_t n);
 
+/* How long a stream being ended may take to report its sends and its status. */
+#define APP_SEND_SETTLE_MS 1000
+
+/* What the appender's thread keeps between rounds (its own; no lock). */
+typedef struct app_thread_state {
+    varlog_appender_t *app;
+    batch_list_t settled;
+    int32_t *allowed; /* topic mode: allowed log streams, from the allowlist */
+    size_t n_allowed, allowed_cap;
+    int32_t fallback_ls;  /* when none is allowed: the denial that ends first */
+    varlog_err_t no_lane; /* NO_LOG_STREAM / UNKNOWN_TOPIC when nothing can be picked */
+    char no_lane_why[160];
+    bool stopping;
+} app_thread_state_t;
+
 /* ---- appender_io.c ---- */
 void *app_thread_main(void *arg);
 app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls);
 void app_lane_free(app_lane_t *lane);
 /* gRPC dropped its last reference to a batch's bytes. */
 void app_body_released(void *batch);
+
+/* ---- appender_fail.c ---- */
+/* Settles b with err and an outcome from what is known (MAYBE_APPENDED once an attempt may
+ * have stored it) and a text. */
+void app_batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Settles or retries every batch still on lane's stream, then drops the stream; err and msg
+ * are the stream's end (its final status, or a local failure). */
+void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err, const char *msg);
 
 #endif

@@ -16,8 +16,6 @@
 #include "snpb/log_io.pb-c.h"
 #include "wire.h"
 
-/* How long a settling stream may take to report its sends after cancellation. */
-#define SEND_SETTLE_MS 1000
 /* Topic mode: how often the thread looks for a new metadata version while idle. */
 #define METADATA_POLL_MS 200
 
@@ -60,19 +58,6 @@ static size_t lane_load(const app_lane_t *lane, const batch_list_t *outbox)
 }
 
 /* ---- settling ------------------------------------------------------------------------------ */
-
-static void batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
-{
-    b->err = err;
-    b->outcome = b->maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b->errtext, sizeof(b->errtext), fmt, ap);
-    va_end(ap);
-}
 
 /* Runs the callbacks of settled batches, in order, then gives their room back. Called by the
  * thread without mu. */
@@ -132,214 +117,10 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     pthread_mutex_unlock(&app->mu);
 }
 
-/* ---- retries ------------------------------------------------------------------------------- */
-
-static int retry_handler(vq_ctx_t *ctx, void *arg)
-{
-    (void)ctx;
-    app_retry_t *r = arg;
-    varlog_client_t *c = r->client;
-    /* Fresh metadata before the batches go out again; concurrent retries share the call. */
-    atomic_fetch_add(&c->stats.lookups, 1);
-    vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
-    (void)vq_batcher_lookup(c->batcher, &item);
-    return 0;
-}
-
-/* Puts the batches back in front of newer ones, whatever the task's result: the thread
- * fails them if the appender is stopping. */
-static void retry_after(void *arg, int result)
-{
-    (void)result;
-    app_retry_t *r = arg;
-    varlog_appender_t *app = r->app;
-    pthread_mutex_lock(&app->mu);
-    if (!r->taken) {
-        r->taken = true;
-        for (app_batch_t *b = r->batches.head; b; b = b->next)
-            b->state = SLOT_READY;
-        blist_merge(&app->ready, &r->batches);
-        if (r->lane)
-            r->lane->held = false;
-    }
-    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            break;
-        }
-    }
-    pthread_cond_signal(&app->wake);
-    pthread_mutex_unlock(&app->mu);
-}
-
-static void retry_release(void *arg)
-{
-    app_retry_t *r = arg;
-    varlog_client_t *c = r->client;
-    varlog_appender_t *app = r->app;
-    free(r);
-    app_unref(app);
-    pthread_mutex_lock(&c->mu);
-    if (--c->retry_tasks == 0)
-        pthread_cond_broadcast(&c->idle);
-    pthread_mutex_unlock(&c->mu);
-}
-
-static int64_t backoff_ns(const varlog_appender_t *app, unsigned failures)
-{
-    const varlog_conf_t *conf = app->c->conf;
-    int64_t d = conf->append_retry_backoff_ms;
-    for (unsigned i = 1; i < failures && d < conf->append_retry_backoff_max_ms; i++)
-        d *= 2;
-    if (d > conf->append_retry_backoff_max_ms)
-        d = conf->append_retry_backoff_max_ms;
-    return d * 1000000;
-}
-
-/* Hands batches to the engine: a backoff, a lookup, then back to the ready list. In bound
- * mode the lane waits for them so that they keep their place before newer batches. Returns
- * false when the engine refused (the client is closing): the caller settles them. */
-static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t *batches)
-{
-    varlog_client_t *c = app->c;
-    app_retry_t *r = calloc(1, sizeof(*r));
-    if (!r)
-        return false;
-    r->app = app;
-    r->client = c;
-    r->lane = app->fixed_ls ? lane : NULL;
-    r->batches = *batches;
-    int64_t delay = backoff_ns(app, lane->failures);
-    vq_task_spec_t spec = {
-        .handler = retry_handler,
-        .arg = r,
-        .after = retry_after,
-        .release = retry_release,
-        .timeout_ns =
-            delay +
-            (c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000) * 1000000,
-        .retry = {.count = 0,
-                  .min_ns = delay,
-                  .max_ns = delay,
-                  .factor = 2.0,
-                  .jitter = true,
-                  .delay_first = true},
-    };
-    app_ref(app);
-    pthread_mutex_lock(&c->mu);
-    c->retry_tasks++;
-    pthread_mutex_unlock(&c->mu);
-    pthread_mutex_lock(&app->mu);
-    r->next = app->retries;
-    app->retries = r;
-    if (r->lane)
-        lane->held = true;
-    app->stats.batches_retried += batches->n;
-    pthread_mutex_unlock(&app->mu);
-    if (vq_engine_submit(c->engine, &spec) == VQ_OK) {
-        *batches = (batch_list_t){0};
-        return true;
-    }
-    pthread_mutex_lock(&app->mu);
-    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            break;
-        }
-    }
-    if (r->lane)
-        lane->held = false;
-    app->stats.batches_retried -= batches->n;
-    pthread_mutex_unlock(&app->mu);
-    pthread_mutex_lock(&c->mu);
-    if (--c->retry_tasks == 0)
-        pthread_cond_broadcast(&c->idle);
-    pthread_mutex_unlock(&c->mu);
-    free(r);
-    atomic_fetch_sub(&app->refs, 1);
-    return false;
-}
-
-/* ---- a stream's end ------------------------------------------------------------------------ */
-
-typedef struct thread_state {
-    varlog_appender_t *app;
-    batch_list_t settled;
-    int32_t *allowed; /* topic mode: allowed log streams, from the allowlist */
-    size_t n_allowed, allowed_cap;
-    int32_t fallback_ls;  /* when none is allowed: the denial that ends first */
-    varlog_err_t no_lane; /* NO_LOG_STREAM / UNKNOWN_TOPIC when nothing can be picked */
-    char no_lane_why[160];
-    bool stopping;
-} thread_state_t;
-
-/* Settles or retries every batch still on lane's stream, then drops the stream. err and
- * msg are the stream's end (its final status, or a local failure). */
-static void lane_failed(thread_state_t *ts, app_lane_t *lane, varlog_err_t err, const char *msg)
-{
-    varlog_appender_t *app = ts->app;
-    varlog_client_t *c = app->c;
-    bool closing = ts->stopping;
-    size_t sent = lane->stream ? rpc_stream_sent(lane->stream, SEND_SETTLE_MS) : 0;
-    if (lane->timed_out && !closing)
-        err = VARLOG_ERR_RPC_DEADLINE_EXCEEDED;
-    batch_list_t retry = {0};
-    bool deny = false;
-    size_t i = 0;
-    app_batch_t *b;
-    while ((b = blist_pop(&lane->inflight))) {
-        bool maybe_sent = lane->answered + i++ < sent;
-        append_verdict_t v = append_classify(err, msg, maybe_sent, closing, false);
-        b->maybe |= v.ambiguous;
-        deny |= v.deny;
-        char text[sizeof(b->errtext)];
-        snprintf(text, sizeof(text),
-                 "append of %" PRIu32 " records to log stream %d of topic %d at %s (attempt %u): "
-                 "%s%s%s%s",
-                 b->n_records, lane->ls, app->topic_id, lane->target ? lane->target : "?",
-                 b->attempts, varlog_err_str(err), msg[0] ? ": " : "", msg,
-                 lane->timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
-        if (!closing && v.retriable && b->attempts < app->max_attempts &&
-            (!b->maybe || app->retry_maybe)) {
-            snprintf(b->errtext, sizeof(b->errtext), "%s", text);
-            b->err = v.err;
-            blist_push(&retry, b);
-        } else {
-            batch_fail(b, v.err, "%s", text);
-            blist_push(&ts->settled, b);
-        }
-    }
-    atomic_fetch_sub(&app->inflight_batches, i);
-    /* Destroyed last: msg may be the stream's status text. */
-    rpc_stream_t *ended = lane->stream;
-    lane->stream = NULL;
-    lane->answered = 0;
-    lane->timed_out = false;
-    lane->failures++;
-    lane->reopen_ms = wire_now_ms() + backoff_ns(app, lane->failures) / 1000000;
-    int64_t ttl = c->conf->append_deny_ttl_ms;
-    if (deny && !closing && ttl > 0 &&
-        allowlist_deny(&c->allow, app->topic_id, lane->ls, wire_now_ms() + ttl)) {
-        atomic_fetch_add(&c->stats.denials, 1);
-        log_line(&c->log, VARLOG_LOG_NOTICE, VARLOG_LOG_CTX_APPEND,
-                 "log stream %d of topic %d denied for %lld ms: appender stream failed: %s%s%s",
-                 lane->ls, app->topic_id, (long long)ttl, varlog_err_str(err), msg[0] ? ": " : "",
-                 msg);
-    }
-    if (retry.head && !retry_submit(app, lane, &retry)) {
-        while ((b = blist_pop(&retry))) {
-            b->err = VARLOG_ERR_CLOSED;
-            b->outcome = b->maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED;
-            blist_push(&ts->settled, b);
-        }
-    }
-    rpc_stream_destroy(ended);
-}
-
 /* ---- sending ------------------------------------------------------------------------------- */
 
 /* Opens lane's stream to the log stream's primary in the current metadata. */
-static varlog_err_t lane_open(thread_state_t *ts, app_lane_t *lane, char *why, size_t why_size)
+static varlog_err_t lane_open(app_thread_state_t *ts, app_lane_t *lane, char *why, size_t why_size)
 {
     varlog_appender_t *app = ts->app;
     varlog_client_t *c = app->c;
@@ -383,7 +164,7 @@ static varlog_err_t lane_open(thread_state_t *ts, app_lane_t *lane, char *why, s
     return VARLOG_OK;
 }
 
-static void lane_send(thread_state_t *ts, app_lane_t *lane, batch_list_t *outbox)
+static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *outbox)
 {
     varlog_appender_t *app = ts->app;
     if (!outbox->head)
@@ -403,7 +184,7 @@ static void lane_send(thread_state_t *ts, app_lane_t *lane, batch_list_t *outbox
             atomic_fetch_add(&app->inflight_batches, n);
             if (err == VARLOG_ERR_UNKNOWN_LOG_STREAM && !app->fixed_ls)
                 lane->gone = true;
-            lane_failed(ts, lane, err, why);
+            app_lane_failed(ts, lane, err, why);
             return;
         }
     }
@@ -472,7 +253,7 @@ static const uint8_t *flatten(varlog_appender_t *app, grpc_byte_buffer *bb, size
 
 /* Matches every answer waiting on lane's stream with its batch, and settles the stream if it
  * ended. */
-static void lane_drain(thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms)
+static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms)
 {
     varlog_appender_t *app = ts->app;
     atomic_store(&lane->readable, false);
@@ -489,7 +270,7 @@ static void lane_drain(thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms)
             if (err == VARLOG_ERR_END)
                 msg = "the stream ended before every request was answered";
             if (lane->inflight.head || err != VARLOG_ERR_END || ts->stopping)
-                lane_failed(ts, lane, err, msg);
+                app_lane_failed(ts, lane, err, msg);
             else {
                 rpc_stream_destroy(lane->stream);
                 lane->stream = NULL;
@@ -522,9 +303,9 @@ static void lane_drain(thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms)
             /* The node answered: the batch is stored or, with an answer we cannot read, may
              * be. Later answers can no longer be trusted to pair with their requests. */
             b->maybe = true;
-            batch_fail(b, derr,
-                       "append of %" PRIu32 " records to log stream %d of topic %d at %s: %s",
-                       b->n_records, lane->ls, app->topic_id, lane->target, why);
+            app_batch_fail(b, derr,
+                           "append of %" PRIu32 " records to log stream %d of topic %d at %s: %s",
+                           b->n_records, lane->ls, app->topic_id, lane->target, why);
             rpc_stream_fail_decode(lane->stream);
         }
         blist_push(&ts->settled, b);
@@ -533,7 +314,7 @@ static void lane_drain(thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms)
 
 /* Cancels the stream of a lane whose oldest request waited too long; its end is then settled
  * as a hung node's. Returns the next time to look (INT64_MAX = none). */
-static int64_t lane_check_timeout(thread_state_t *ts, app_lane_t *lane, int64_t now)
+static int64_t lane_check_timeout(app_thread_state_t *ts, app_lane_t *lane, int64_t now)
 {
     const app_batch_t *head = lane->inflight.head;
     if (!head || !lane->stream || lane->timed_out)
@@ -549,7 +330,7 @@ static int64_t lane_check_timeout(thread_state_t *ts, app_lane_t *lane, int64_t 
 /* ---- metadata ------------------------------------------------------------------------------ */
 
 /* Topic mode: lanes for log streams that joined the topic, and the allowed set. Without mu. */
-static void refresh_lanes(thread_state_t *ts)
+static void refresh_lanes(app_thread_state_t *ts)
 {
     varlog_appender_t *app = ts->app;
     varlog_client_t *c = app->c;
@@ -615,7 +396,7 @@ static void refresh_lanes(thread_state_t *ts)
     }
 }
 
-static bool lane_allowed(const thread_state_t *ts, const app_lane_t *lane)
+static bool lane_allowed(const app_thread_state_t *ts, const app_lane_t *lane)
 {
     if (ts->app->fixed_ls)
         return true;
@@ -632,7 +413,7 @@ static bool lane_allowed(const thread_state_t *ts, const app_lane_t *lane)
 
 /* The lane for the next batch: allowed, not held, not backing off, with room in its
  * pipeline, the least loaded (round robin among equals). -1 when none. Called with mu. */
-static ptrdiff_t pick_lane_locked(thread_state_t *ts, int64_t now)
+static ptrdiff_t pick_lane_locked(app_thread_state_t *ts, int64_t now)
 {
     varlog_appender_t *app = ts->app;
     ptrdiff_t best = -1;
@@ -658,7 +439,7 @@ static ptrdiff_t pick_lane_locked(thread_state_t *ts, int64_t now)
 
 /* With mu held: closes the open batch when it is due and could go out, hands ready batches
  * to lanes, and says when to look again (INT64_MAX = only when woken). */
-static int64_t plan_locked(thread_state_t *ts, int64_t now, bool *work)
+static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
 {
     varlog_appender_t *app = ts->app;
     int64_t next = INT64_MAX;
@@ -681,7 +462,8 @@ static int64_t plan_locked(thread_state_t *ts, int64_t now, bool *work)
         app_batch_t *b;
         while ((b = blist_pop(&app->ready))) {
             b->state = SLOT_OUT;
-            batch_fail(b, ts->no_lane, "append to topic %d: %s", app->topic_id, ts->no_lane_why);
+            app_batch_fail(b, ts->no_lane, "append to topic %d: %s", app->topic_id,
+                           ts->no_lane_why);
             blist_push(&ts->settled, b);
         }
         *work = true;
@@ -709,7 +491,7 @@ static int64_t plan_locked(thread_state_t *ts, int64_t now, bool *work)
 
 /* Bound mode: a batch coming back from a retry to a log stream the fresh metadata shows
  * sealed fails with SEALED rather than going out again. Without mu. */
-static void fail_sealed_retries(thread_state_t *ts)
+static void fail_sealed_retries(app_thread_state_t *ts)
 {
     varlog_appender_t *app = ts->app;
     if (!app->fixed_ls)
@@ -728,8 +510,8 @@ static void fail_sealed_retries(thread_state_t *ts)
             blist_push(&keep, b);
             continue;
         }
-        batch_fail(b, VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", app->fixed_ls,
-                   app->topic_id);
+        app_batch_fail(b, VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", app->fixed_ls,
+                       app->topic_id);
         blist_push(&ts->settled, b);
     }
     *box = keep;
@@ -737,7 +519,7 @@ static void fail_sealed_retries(thread_state_t *ts)
 
 /* The appender is stopping: cancel every stream, settle what was answered, fail the rest
  * with CLOSED. */
-static void stop_all(thread_state_t *ts)
+static void stop_all(app_thread_state_t *ts)
 {
     varlog_appender_t *app = ts->app;
     ts->stopping = true;
@@ -746,8 +528,8 @@ static void stop_all(thread_state_t *ts)
         batch_list_t *box = &app->outboxes[i];
         app_batch_t *b;
         while ((b = blist_pop(box))) {
-            batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
-                       b->attempts ? "could be sent again" : "was sent");
+            app_batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
+                           b->attempts ? "could be sent again" : "was sent");
             blist_push(&ts->settled, b);
         }
         if (!lane->stream)
@@ -755,7 +537,7 @@ static void stop_all(thread_state_t *ts)
         /* Answers that arrived before the cancel still count; the stream's end then settles
          * the rest as CLOSED (MAYBE_APPENDED for what was sent). */
         rpc_stream_cancel(lane->stream);
-        lane_drain(ts, lane, SEND_SETTLE_MS);
+        lane_drain(ts, lane, APP_SEND_SETTLE_MS);
     }
     pthread_mutex_lock(&app->mu);
     batch_list_t left = {0};
@@ -776,8 +558,8 @@ static void stop_all(thread_state_t *ts)
     app_batch_t *b;
     while ((b = blist_pop(&left))) {
         b->state = SLOT_OUT;
-        batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
-                   b->attempts ? "could be sent again" : "was sent");
+        app_batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
+                       b->attempts ? "could be sent again" : "was sent");
         blist_push(&ts->settled, b);
     }
     run_callbacks(app, &ts->settled);
@@ -787,7 +569,7 @@ void *app_thread_main(void *arg)
 {
     varlog_appender_t *app = arg;
     pthread_setname_np(pthread_self(), "varlog-appender");
-    thread_state_t ts = {.app = app};
+    app_thread_state_t ts = {.app = app};
     int64_t next_poll = 0;
     for (bool work = true;;) {
         int64_t now = wire_now_ms();

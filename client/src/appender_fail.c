@@ -1,0 +1,215 @@
+/* The appender's failures: a stream's end settles or retries every batch still on it, and
+ * retries wait on the client's engine (a backoff, a lookup) before going back to the ready
+ * list. Runs on the appender's thread, except the engine's callbacks. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "appender_internal.h"
+#include "outcome.h"
+#include "wire.h"
+
+void app_batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
+{
+    b->err = err;
+    b->outcome = b->maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->errtext, sizeof(b->errtext), fmt, ap);
+    va_end(ap);
+}
+
+/* ---- retries ------------------------------------------------------------------------------- */
+
+static int retry_handler(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    app_retry_t *r = arg;
+    varlog_client_t *c = r->client;
+    /* Fresh metadata before the batches go out again; concurrent retries share the call. */
+    atomic_fetch_add(&c->stats.lookups, 1);
+    vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
+    (void)vq_batcher_lookup(c->batcher, &item);
+    return 0;
+}
+
+/* Puts the batches back in front of newer ones, whatever the task's result: the thread
+ * fails them if the appender is stopping. */
+static void retry_after(void *arg, int result)
+{
+    (void)result;
+    app_retry_t *r = arg;
+    varlog_appender_t *app = r->app;
+    pthread_mutex_lock(&app->mu);
+    if (!r->taken) {
+        r->taken = true;
+        for (app_batch_t *b = r->batches.head; b; b = b->next)
+            b->state = SLOT_READY;
+        blist_merge(&app->ready, &r->batches);
+        if (r->lane)
+            r->lane->held = false;
+    }
+    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    pthread_cond_signal(&app->wake);
+    pthread_mutex_unlock(&app->mu);
+}
+
+static void retry_release(void *arg)
+{
+    app_retry_t *r = arg;
+    varlog_client_t *c = r->client;
+    varlog_appender_t *app = r->app;
+    free(r);
+    app_unref(app);
+    pthread_mutex_lock(&c->mu);
+    if (--c->retry_tasks == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static int64_t backoff_ns(const varlog_appender_t *app, unsigned failures)
+{
+    const varlog_conf_t *conf = app->c->conf;
+    int64_t d = conf->append_retry_backoff_ms;
+    for (unsigned i = 1; i < failures && d < conf->append_retry_backoff_max_ms; i++)
+        d *= 2;
+    if (d > conf->append_retry_backoff_max_ms)
+        d = conf->append_retry_backoff_max_ms;
+    return d * 1000000;
+}
+
+/* Hands batches to the engine: a backoff, a lookup, then back to the ready list. In bound
+ * mode the lane waits for them so that they keep their place before newer batches. Returns
+ * false when the engine refused (the client is closing): the caller settles them. */
+static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t *batches)
+{
+    varlog_client_t *c = app->c;
+    app_retry_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        return false;
+    r->app = app;
+    r->client = c;
+    r->lane = app->fixed_ls ? lane : NULL;
+    r->batches = *batches;
+    int64_t delay = backoff_ns(app, lane->failures);
+    vq_task_spec_t spec = {
+        .handler = retry_handler,
+        .arg = r,
+        .after = retry_after,
+        .release = retry_release,
+        .timeout_ns =
+            delay +
+            (c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000) * 1000000,
+        .retry = {.count = 0,
+                  .min_ns = delay,
+                  .max_ns = delay,
+                  .factor = 2.0,
+                  .jitter = true,
+                  .delay_first = true},
+    };
+    app_ref(app);
+    pthread_mutex_lock(&c->mu);
+    c->retry_tasks++;
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_lock(&app->mu);
+    r->next = app->retries;
+    app->retries = r;
+    if (r->lane)
+        lane->held = true;
+    app->stats.batches_retried += batches->n;
+    pthread_mutex_unlock(&app->mu);
+    if (vq_engine_submit(c->engine, &spec) == VQ_OK) {
+        *batches = (batch_list_t){0};
+        return true;
+    }
+    pthread_mutex_lock(&app->mu);
+    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            break;
+        }
+    }
+    if (r->lane)
+        lane->held = false;
+    app->stats.batches_retried -= batches->n;
+    pthread_mutex_unlock(&app->mu);
+    pthread_mutex_lock(&c->mu);
+    if (--c->retry_tasks == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+    free(r);
+    atomic_fetch_sub(&app->refs, 1);
+    return false;
+}
+
+/* ---- a stream's end ------------------------------------------------------------------------ */
+
+/* Settles or retries every batch still on lane's stream, then drops the stream. err and
+ * msg are the stream's end (its final status, or a local failure). */
+void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err, const char *msg)
+{
+    varlog_appender_t *app = ts->app;
+    varlog_client_t *c = app->c;
+    bool closing = ts->stopping;
+    size_t sent = lane->stream ? rpc_stream_sent(lane->stream, APP_SEND_SETTLE_MS) : 0;
+    if (lane->timed_out && !closing)
+        err = VARLOG_ERR_RPC_DEADLINE_EXCEEDED;
+    batch_list_t retry = {0};
+    bool deny = false;
+    size_t i = 0;
+    app_batch_t *b;
+    while ((b = blist_pop(&lane->inflight))) {
+        bool maybe_sent = lane->answered + i++ < sent;
+        append_verdict_t v = append_classify(err, msg, maybe_sent, closing, false);
+        b->maybe |= v.ambiguous;
+        deny |= v.deny;
+        char text[sizeof(b->errtext)];
+        snprintf(text, sizeof(text),
+                 "append of %" PRIu32 " records to log stream %d of topic %d at %s (attempt %u): "
+                 "%s%s%s%s",
+                 b->n_records, lane->ls, app->topic_id, lane->target ? lane->target : "?",
+                 b->attempts, varlog_err_str(err), msg[0] ? ": " : "", msg,
+                 lane->timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
+        if (!closing && v.retriable && b->attempts < app->max_attempts &&
+            (!b->maybe || app->retry_maybe)) {
+            snprintf(b->errtext, sizeof(b->errtext), "%s", text);
+            b->err = v.err;
+            blist_push(&retry, b);
+        } else {
+            app_batch_fail(b, v.err, "%s", text);
+            blist_push(&ts->settled, b);
+        }
+    }
+    atomic_fetch_sub(&app->inflight_batches, i);
+    /* Destroyed last: msg may be the stream's status text. */
+    rpc_stream_t *ended = lane->stream;
+    lane->stream = NULL;
+    lane->answered = 0;
+    lane->timed_out = false;
+    lane->failures++;
+    lane->reopen_ms = wire_now_ms() + backoff_ns(app, lane->failures) / 1000000;
+    int64_t ttl = c->conf->append_deny_ttl_ms;
+    if (deny && !closing && ttl > 0 &&
+        allowlist_deny(&c->allow, app->topic_id, lane->ls, wire_now_ms() + ttl)) {
+        atomic_fetch_add(&c->stats.denials, 1);
+        log_line(&c->log, VARLOG_LOG_NOTICE, VARLOG_LOG_CTX_APPEND,
+                 "log stream %d of topic %d denied for %lld ms: appender stream failed: %s%s%s",
+                 lane->ls, app->topic_id, (long long)ttl, varlog_err_str(err), msg[0] ? ": " : "",
+                 msg);
+    }
+    if (retry.head && !retry_submit(app, lane, &retry)) {
+        while ((b = blist_pop(&retry))) {
+            b->err = VARLOG_ERR_CLOSED;
+            b->outcome = b->maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED;
+            blist_push(&ts->settled, b);
+        }
+    }
+    rpc_stream_destroy(ended);
+}
