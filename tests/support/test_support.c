@@ -14,6 +14,16 @@ int64_t test_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+struct timespec test_deadline_ms(int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = ts.tv_nsec + ms % 1000 * 1000000;
+    ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000);
+    ts.tv_nsec = (long)(ns % 1000000000);
+    return ts;
+}
+
 bool test_wait_until(bool (*cond)(void *arg), void *arg, int64_t timeout_ms)
 {
     int64_t deadline = test_now_ms() + timeout_ms;

@@ -5,9 +5,14 @@
  * process introspection (thread count, resident memory). */
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Milliseconds on the monotonic clock. */
 int64_t test_now_ms(void);
+
+/* The CLOCK_MONOTONIC time ms milliseconds from now: the deadline pthread_cond_timedwait
+ * takes for a condition variable whose clock attribute is CLOCK_MONOTONIC. */
+struct timespec test_deadline_ms(int64_t ms);
 
 /* Polls cond(arg) with a short back-off until it is true or timeout_ms passes; returns the
  * last value of cond. For conditions that have no notification to wait on. */
