@@ -4,7 +4,7 @@
  * allocation count in test_appender_alloc.c.
  *
  * Callbacks run on the appender's thread, where a cmocka assertion cannot stop the test: they
- * note what is wrong (note_bad) and the test thread asserts that nothing was noted. */
+ * note what is wrong (atu_note_bad) and the test thread asserts that nothing was noted. */
 #include <ctype.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -20,73 +20,10 @@
 
 #include <cmocka.h>
 
+#include "appender_test_util.h"
 #include "client_fixture.h"
 #include "test_support.h"
 #include "varlog/appender.h"
-
-/* ---- what callbacks saw that they should not have ------------------------------------- */
-
-static pthread_mutex_t bad_mu = PTHREAD_MUTEX_INITIALIZER;
-static int bad_count;
-static char bad_first[512];
-
-static void note_bad(const char *fmt, ...)
-{
-    pthread_mutex_lock(&bad_mu);
-    if (bad_count++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(bad_first, sizeof(bad_first), fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&bad_mu);
-}
-
-static void bad_reset(void)
-{
-    pthread_mutex_lock(&bad_mu);
-    bad_count = 0;
-    bad_first[0] = '\0';
-    pthread_mutex_unlock(&bad_mu);
-}
-
-static void assert_nothing_bad(void)
-{
-    pthread_mutex_lock(&bad_mu);
-    int n = bad_count;
-    char first[512];
-    memcpy(first, bad_first, sizeof(first));
-    pthread_mutex_unlock(&bad_mu);
-    if (n)
-        fail_msg("%d violation(s) seen by callbacks; first: %s", n, first);
-}
-
-/* ---- records: 16 bytes that say which call and record they belong to ------------------- */
-
-#define REC_LEN 16
-#define REC_MAGIC 0x5641524cu /* "VARL" */
-
-typedef struct payload {
-    uint32_t magic;
-    uint16_t producer;
-    uint16_t index; /* record index within its call */
-    uint64_t call;  /* index into the test's call table */
-} payload_t;
-_Static_assert(sizeof(payload_t) == REC_LEN, "payload is 16 bytes");
-
-static void fill_records(payload_t *p, varlog_record_t *r, size_t n, int producer, uint64_t call)
-{
-    for (size_t i = 0; i < n; i++) {
-        p[i] = (payload_t){REC_MAGIC, (uint16_t)producer, (uint16_t)i, call};
-        r[i] = (varlog_record_t){&p[i], REC_LEN};
-    }
-}
-
-/* After an append returned, the records are the library's copy: scribble over ours. */
-static void scribble(payload_t *p, size_t n)
-{
-    memset(p, 0xee, n * sizeof(*p));
-}
 
 /* ---- one append call and its callback ---------------------------------------------------- */
 
@@ -101,9 +38,8 @@ typedef struct call {
 } call_t;
 
 typedef struct tracker {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    long callbacks; /* total, under mu */
+    atu_sync_t sync;
+    long callbacks; /* total, under sync.mu */
     int32_t topic;
     /* Callbacks of one producer's calls to one log stream run in append order. */
     long last_seq[8][16];
@@ -116,83 +52,47 @@ typedef struct tracker {
 static void tracker_init(tracker_t *t, int32_t topic)
 {
     memset(t, 0, sizeof(*t));
-    pthread_mutex_init(&t->mu, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->cv, &a);
-    pthread_condattr_destroy(&a);
+    atu_sync_init(&t->sync);
     t->topic = topic;
     for (size_t i = 0; i < 8; i++)
         for (size_t j = 0; j < 16; j++)
             t->last_seq[i][j] = -1;
-    bad_reset();
-}
-
-static void tracker_destroy(tracker_t *t)
-{
-    pthread_mutex_destroy(&t->mu);
-    pthread_cond_destroy(&t->cv);
-}
-
-static struct timespec deadline_in(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
+    atu_bad_reset();
 }
 
 /* Waits until at least n callbacks ran; false at the timeout. */
 static bool tracker_wait(tracker_t *t, long n, int64_t timeout_ms)
 {
-    struct timespec dl = deadline_in(timeout_ms);
-    pthread_mutex_lock(&t->mu);
-    int rc = 0;
-    while (t->callbacks < n && rc == 0)
-        rc = pthread_cond_timedwait(&t->cv, &t->mu, &dl);
-    bool ok = t->callbacks >= n;
-    pthread_mutex_unlock(&t->mu);
-    return ok;
+    return atu_wait_at_least(&t->sync, &t->callbacks, n, timeout_ms);
 }
 
 static long tracker_callbacks(tracker_t *t)
 {
-    pthread_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->sync.mu);
     long n = t->callbacks;
-    pthread_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->sync.mu);
     return n;
 }
-
-typedef struct cb_arg {
-    tracker_t *t;
-    call_t *c;
-} cb_arg_t;
 
 /* Checks what the header promises of every result, records it in the call, counts it. */
 static void track(tracker_t *t, call_t *c, const varlog_append_result_t *r)
 {
     if (atomic_load(&t->closed_returned))
-        note_bad("call %ld of producer %d: callback after close returned", c->seq, c->producer);
+        atu_note_bad("call %ld of producer %d: callback after close returned", c->seq, c->producer);
     int prev = atomic_fetch_add(&c->cbs, 1);
     if (prev != 0)
-        note_bad("call %ld of producer %d: callback number %d", c->seq, c->producer, prev + 1);
+        atu_note_bad("call %ld of producer %d: callback number %d", c->seq, c->producer, prev + 1);
     if (r->n != c->n)
-        note_bad("call %ld: result n %zu, call had %zu records", c->seq, r->n, c->n);
+        atu_note_bad("call %ld: result n %zu, call had %zu records", c->seq, r->n, c->n);
     c->err = r->err;
     c->outcome = r->outcome;
     if (!r->errtext)
-        note_bad("call %ld: errtext NULL", c->seq);
+        atu_note_bad("call %ld: errtext NULL", c->seq);
     if (r->err == VARLOG_OK) {
         if (r->outcome != VARLOG_APPENDED)
-            note_bad("call %ld: OK with outcome %s", c->seq, varlog_outcome_name(r->outcome));
+            atu_note_bad("call %ld: OK with outcome %s", c->seq, varlog_outcome_name(r->outcome));
         if (!r->metas) {
-            note_bad("call %ld: OK without metas", c->seq);
+            atu_note_bad("call %ld: OK without metas", c->seq);
         } else {
             c->first = r->metas[0];
             for (size_t i = 0; i < r->n; i++) {
@@ -200,43 +100,44 @@ static void track(tracker_t *t, call_t *c, const varlog_append_result_t *r)
                 if (m->topic_id != t->topic || m->log_stream_id != r->metas[0].log_stream_id ||
                     m->glsn != r->metas[0].glsn + i || m->llsn != r->metas[0].llsn + i ||
                     m->glsn == 0 || m->llsn == 0)
-                    note_bad("call %ld: meta %zu (topic %d ls %d glsn %llu llsn %llu) is not "
-                             "consecutive in one log stream",
-                             c->seq, i, m->topic_id, m->log_stream_id, (unsigned long long)m->glsn,
-                             (unsigned long long)m->llsn);
+                    atu_note_bad("call %ld: meta %zu (topic %d ls %d glsn %llu llsn %llu) is not "
+                                 "consecutive in one log stream",
+                                 c->seq, i, m->topic_id, m->log_stream_id,
+                                 (unsigned long long)m->glsn, (unsigned long long)m->llsn);
             }
             int32_t ls = r->metas[0].log_stream_id;
             if (c->producer >= 0 && c->producer < 8 && ls >= 0 && ls < 16) {
                 if (t->last_seq[c->producer][ls] >= c->seq)
-                    note_bad("producer %d ls %d: callback of call %ld after call %ld", c->producer,
-                             ls, c->seq, t->last_seq[c->producer][ls]);
+                    atu_note_bad("producer %d ls %d: callback of call %ld after call %ld",
+                                 c->producer, ls, c->seq, t->last_seq[c->producer][ls]);
                 t->last_seq[c->producer][ls] = c->seq;
             }
         }
         if (r->errtext && r->errtext[0])
-            note_bad("call %ld: OK with errtext \"%s\"", c->seq, r->errtext);
+            atu_note_bad("call %ld: OK with errtext \"%s\"", c->seq, r->errtext);
     } else {
         if (r->outcome == VARLOG_APPENDED)
-            note_bad("call %ld: error %s with outcome APPENDED", c->seq, varlog_err_name(r->err));
+            atu_note_bad("call %ld: error %s with outcome APPENDED", c->seq,
+                         varlog_err_name(r->err));
         if (r->metas)
-            note_bad("call %ld: error %s with metas", c->seq, varlog_err_name(r->err));
+            atu_note_bad("call %ld: error %s with metas", c->seq, varlog_err_name(r->err));
         if (r->errtext && !r->errtext[0])
-            note_bad("call %ld: error %s without errtext", c->seq, varlog_err_name(r->err));
+            atu_note_bad("call %ld: error %s without errtext", c->seq, varlog_err_name(r->err));
     }
     if (t->app && (t->max_records || t->max_bytes)) {
         varlog_appender_stats_t s;
         if (varlog_appender_stats(t->app, &s) != VARLOG_OK)
-            note_bad("stats failed inside a callback");
+            atu_note_bad("stats failed inside a callback");
         else if ((t->max_records && s.pending_records > t->max_records) ||
                  (t->max_bytes && s.pending_bytes > t->max_bytes))
-            note_bad("pending %llu records / %llu bytes above the bounds %llu / %llu",
-                     (unsigned long long)s.pending_records, (unsigned long long)s.pending_bytes,
-                     (unsigned long long)t->max_records, (unsigned long long)t->max_bytes);
+            atu_note_bad("pending %llu records / %llu bytes above the bounds %llu / %llu",
+                         (unsigned long long)s.pending_records, (unsigned long long)s.pending_bytes,
+                         (unsigned long long)t->max_records, (unsigned long long)t->max_bytes);
     }
-    pthread_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->sync.mu);
     t->callbacks++;
-    pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
+    pthread_cond_broadcast(&t->sync.cv);
+    pthread_mutex_unlock(&t->sync.mu);
 }
 
 /* opaque: a call_t whose tracker is g_tracker (one tracker per test). */
@@ -249,64 +150,37 @@ static void track_cb(const varlog_append_result_t *r, void *opaque)
 
 /* A gate a callback can be held at until the test opens it. */
 typedef struct gate {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    atu_sync_t sync;
     bool open;
-    int entered;
+    long entered;
 } gate_t;
 
 static void gate_init(gate_t *g)
 {
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv, &a);
-    pthread_condattr_destroy(&a);
-    g->open = false;
-    g->entered = 0;
-}
-
-static void gate_destroy(gate_t *g)
-{
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
+    memset(g, 0, sizeof(*g));
+    atu_sync_init(&g->sync);
 }
 
 /* In a callback: announces itself and waits (bounded, so that a broken appender cannot hang
  * the test for ever) until the gate opens. */
 static void gate_pass(gate_t *g)
 {
-    struct timespec dl = deadline_in(4 * cf_wait_bound_ms());
-    pthread_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->sync.mu);
     g->entered++;
-    pthread_cond_broadcast(&g->cv);
-    int rc = 0;
-    while (!g->open && rc == 0)
-        rc = pthread_cond_timedwait(&g->cv, &g->mu, &dl);
-    if (!g->open)
-        note_bad("gate never opened");
-    pthread_mutex_unlock(&g->mu);
+    pthread_cond_broadcast(&g->sync.cv);
+    pthread_mutex_unlock(&g->sync.mu);
+    if (!atu_wait_true(&g->sync, &g->open, 4 * cf_wait_bound_ms()))
+        atu_note_bad("gate never opened");
 }
 
-static bool gate_wait_entered(gate_t *g, int n, int64_t timeout_ms)
+static bool gate_wait_entered(gate_t *g, long n, int64_t timeout_ms)
 {
-    struct timespec dl = deadline_in(timeout_ms);
-    pthread_mutex_lock(&g->mu);
-    int rc = 0;
-    while (g->entered < n && rc == 0)
-        rc = pthread_cond_timedwait(&g->cv, &g->mu, &dl);
-    bool ok = g->entered >= n;
-    pthread_mutex_unlock(&g->mu);
-    return ok;
+    return atu_wait_at_least(&g->sync, &g->entered, n, timeout_ms);
 }
 
 static void gate_open(gate_t *g)
 {
-    pthread_mutex_lock(&g->mu);
-    g->open = true;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+    atu_set_true(&g->sync, &g->open);
 }
 
 static gate_t *g_gate;
@@ -385,6 +259,96 @@ static void flush_ok(varlog_appender_t *app)
     assert_int_equal(pending, 0);
 }
 
+/* ---- one test's server, client, tracker, gate and appender -------------------------------- */
+
+typedef struct fixture {
+    client_fixture_t f;
+    tracker_t t;
+    gate_t g;
+    varlog_appender_t *app;
+} fixture_t;
+
+/* A server with one topic of log_streams, the client configured with the NULL-terminated
+ * "name", "value" pairs, the tracker of topic 1 (g_tracker), the gate (g_gate), and app bound
+ * to log stream bound_ls (0: topic mode). */
+static void fx_start(fixture_t *x, int32_t log_streams, int32_t bound_ls, ...)
+{
+    va_list ap;
+    va_start(ap, bound_ls);
+    cf_start_adjusted(&x->f, 1, log_streams, atu_conf_adjust, &ap, NULL);
+    va_end(ap);
+    tracker_init(&x->t, 1);
+    g_tracker = &x->t;
+    gate_init(&x->g);
+    g_gate = &x->g;
+    x->app = new_appender(&x->f, 1, bound_ls);
+}
+
+/* Closes app if the test left it open (OK within 1 s), asserts that the callbacks saw nothing
+ * wrong, and stops the rest. */
+static void fx_stop(fixture_t *x)
+{
+    x->t.app = NULL;
+    if (x->app)
+        assert_int_equal(varlog_appender_close(&x->app, 1000), VARLOG_OK);
+    atu_assert_nothing_bad();
+    atu_sync_destroy(&x->g.sync);
+    atu_sync_destroy(&x->t.sync);
+    cf_stop(&x->f);
+}
+
+/* Calls of one record each, numbered 0..n-1 in append order. */
+static void calls_init(call_t *calls, size_t n)
+{
+    memset(calls, 0, n * sizeof(*calls));
+    for (size_t i = 0; i < n; i++) {
+        calls[i].n = 1;
+        calls[i].seq = (long)i;
+    }
+}
+
+/* Appends a 16-byte record for each of calls[0..n) with timeout 0: each must be taken. */
+static void append_each(varlog_appender_t *app, call_t *calls, size_t n)
+{
+    varlog_record_t one = cf_record("0123456789abcdef");
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(varlog_appender_append(app, &one, 1, 0, track_cb, &calls[i]), VARLOG_OK);
+}
+
+/* Each of calls[0..n) had one callback, which said err; a failed call not APPENDED. */
+static void assert_settled(call_t *calls, size_t n, varlog_err_t err)
+{
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(atomic_load(&calls[i].cbs), 1);
+        assert_int_equal(calls[i].err, err);
+        if (err != VARLOG_OK)
+            assert_int_not_equal(calls[i].outcome, VARLOG_APPENDED);
+    }
+}
+
+/* Appends a 16-byte record for calls[0], calls[1], ... with timeout 0 until one is refused;
+ * returns how many were taken, *rc what ended it (OK when all n were taken). */
+static int append_until_refused(varlog_appender_t *app, call_t *calls, int n, varlog_err_t *rc)
+{
+    varlog_record_t one = cf_record("0123456789abcdef");
+    int taken = 0;
+    *rc = VARLOG_OK;
+    while (taken < n &&
+           (*rc = varlog_appender_append(app, &one, 1, 0, track_cb, &calls[taken])) == VARLOG_OK)
+        taken++;
+    return taken;
+}
+
+/* close(timeout_ms), timed; from then on a callback is a violation. */
+static varlog_err_t timed_close(fixture_t *x, int64_t timeout_ms, int64_t *took)
+{
+    int64_t t0 = test_now_ms();
+    varlog_err_t rc = varlog_appender_close(&x->app, timeout_ms);
+    *took = test_now_ms() - t0;
+    atomic_store(&x->t.closed_returned, true);
+    return rc;
+}
+
 /* Every stored entry of the log stream is a record of a call that got APPENDED at exactly
  * that position; the number of such entries is returned through the walk. */
 typedef struct stored_check {
@@ -397,31 +361,24 @@ static void stored_visit(void *arg, const varlog_entry_meta_t *m, const void *da
 {
     stored_check_t *sc = arg;
     sc->seen++;
-    payload_t p;
-    if (len != REC_LEN) {
-        note_bad("stored entry glsn %llu has %zu bytes", (unsigned long long)m->glsn, len);
+    atu_payload_t p;
+    if (!atu_stored_payload(m, data, len, sc->n_calls, &p))
         return;
-    }
-    memcpy(&p, data, sizeof(p));
-    if (p.magic != REC_MAGIC || p.call >= sc->n_calls) {
-        note_bad("stored entry glsn %llu is not a record of ours (scribbled copy?)",
-                 (unsigned long long)m->glsn);
-        return;
-    }
     const call_t *c = &sc->calls[p.call];
     if (c->err != VARLOG_OK) {
-        note_bad("call %llu stored at glsn %llu but its callback said %s",
-                 (unsigned long long)p.call, (unsigned long long)m->glsn, varlog_err_name(c->err));
+        atu_note_bad("call %llu stored at glsn %llu but its callback said %s",
+                     (unsigned long long)p.call, (unsigned long long)m->glsn,
+                     varlog_err_name(c->err));
         return;
     }
     if (p.index >= c->n || c->first.log_stream_id != m->log_stream_id ||
         c->first.glsn + p.index != m->glsn || c->first.llsn + p.index != m->llsn)
-        note_bad("record %u of call %llu stored at ls %d glsn %llu llsn %llu, callback said ls "
-                 "%d glsn %llu llsn %llu",
-                 p.index, (unsigned long long)p.call, m->log_stream_id, (unsigned long long)m->glsn,
-                 (unsigned long long)m->llsn, c->first.log_stream_id,
-                 (unsigned long long)c->first.glsn + p.index,
-                 (unsigned long long)c->first.llsn + p.index);
+        atu_note_bad("record %u of call %llu stored at ls %d glsn %llu llsn %llu, callback said "
+                     "ls %d glsn %llu llsn %llu",
+                     p.index, (unsigned long long)p.call, m->log_stream_id,
+                     (unsigned long long)m->glsn, (unsigned long long)m->llsn,
+                     c->first.log_stream_id, (unsigned long long)c->first.glsn + p.index,
+                     (unsigned long long)c->first.llsn + p.index);
 }
 
 /* Checks every stored entry of log streams 1..max_ls against the calls; returns the count. */
@@ -489,17 +446,12 @@ static void test_new_refuses_bad_input(void **state)
 static void test_append_refuses_bad_input(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, "append.record.max.bytes", "64", "appender.batch.max.records", "8",
+    fixture_t x;
+    fx_start(&x, 1, 1, "append.record.max.bytes", "64", "appender.batch.max.records", "8",
              "appender.batch.max.bytes", "200", "appender.queue.max.records", "100", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    varlog_appender_t *app = x.app;
     call_t calls[2];
-    memset(calls, 0, sizeof(calls));
-    calls[0].n = calls[1].n = 1;
-    calls[1].seq = 1;
+    calls_init(calls, 2);
 
     char big[65], ok60[60];
     memset(big, 'b', sizeof(big));
@@ -552,18 +504,14 @@ static void test_append_refuses_bad_input(void **state)
     calls[1].n = 3;
     assert_int_equal(varlog_appender_append(app, bytes180, 3, -1, track_cb, &calls[1]), VARLOG_OK);
     flush_ok(app);
-    assert_int_equal(tracker_callbacks(&t), 2);
-    assert_int_equal(atomic_load(&calls[0].cbs), 1);
-    assert_int_equal(atomic_load(&calls[1].cbs), 1);
-    assert_int_equal(calls[0].err, VARLOG_OK);
-    assert_int_equal(calls[1].err, VARLOG_OK);
+    assert_int_equal(tracker_callbacks(&x.t), 2);
+    assert_settled(calls, 2, VARLOG_OK);
     assert_int_equal(calls[1].first.glsn, calls[0].first.glsn + 8);
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
-    assert_nothing_bad();
+    assert_int_equal(varlog_appender_close(&x.app, 1000), VARLOG_OK);
+    atu_assert_nothing_bad();
     /* Rejected calls never call back, not even at close. */
-    assert_int_equal(tracker_callbacks(&t), 2);
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_int_equal(tracker_callbacks(&x.t), 2);
+    fx_stop(&x);
 }
 
 static void test_null_handles(void **state)
@@ -593,27 +541,24 @@ static void test_null_handles(void **state)
 static void test_bound_basic(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 2, NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *app = new_appender(&f, 1, 2);
+    fixture_t x;
+    fx_start(&x, 2, 2, NULL);
+    varlog_appender_t *app = x.app;
     call_t calls[3];
     memset(calls, 0, sizeof(calls));
     size_t sizes[3] = {1, 3, 2};
-    payload_t p[3];
+    atu_payload_t p[3];
     varlog_record_t r[3];
     for (size_t i = 0; i < 3; i++) {
         calls[i].seq = (long)i;
         calls[i].n = sizes[i];
-        fill_records(p, r, sizes[i], 0, i);
+        atu_fill_records(p, r, sizes[i], 0, i);
         assert_int_equal(varlog_appender_append(app, r, sizes[i], 0, track_cb, &calls[i]),
                          VARLOG_OK);
-        scribble(p, sizes[i]);
+        atu_scribble(p, sizes[i]);
     }
     flush_ok(app);
-    assert_int_equal(tracker_callbacks(&t), 3);
+    assert_int_equal(tracker_callbacks(&x.t), 3);
     for (size_t i = 0; i < 3; i++) {
         assert_int_equal(atomic_load(&calls[i].cbs), 1);
         assert_int_equal(calls[i].err, VARLOG_OK);
@@ -625,7 +570,7 @@ static void test_bound_basic(void **state)
         }
     }
     assert_int_equal(calls[0].first.llsn, 1);
-    assert_int_equal(check_stored(&f, 1, 2, calls, 3), 6);
+    assert_int_equal(check_stored(&x.f, 1, 2, calls, 3), 6);
     varlog_appender_stats_t s = app_stats(app);
     assert_int_equal(s.calls_appended, 3);
     assert_int_equal(s.calls_failed, 0);
@@ -638,29 +583,29 @@ static void test_bound_basic(void **state)
     assert_int_equal(s.pending_bytes, 0);
     assert_int_equal(s.inflight_batches, 0);
     /* Bound: nothing went to log stream 1. */
-    assert_int_equal(cf_stored_each(f.srv, 1, 1, NULL, NULL), 0);
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_int_equal(cf_stored_each(x.f.srv, 1, 1, NULL, NULL), 0);
+    fx_stop(&x);
 }
 
 /* ---- order ------------------------------------------------------------------------------ */
 
 #define PRODUCERS 4
 
-typedef struct order_run {
+typedef struct producer_run {
     varlog_appender_t *app;
     call_t *calls; /* producer p's calls are calls[p * per .. (p + 1) * per) */
     long per;
     int producer;
+    /* When max_records is set: the stats after each append stay within these. */
+    uint64_t max_records, max_bytes;
     int failures; /* appends that did not return OK */
-} order_run_t;
+    int over;     /* stats above the bounds seen by the producer */
+} producer_run_t;
 
-static void *order_producer(void *arg)
+static void *producer(void *arg)
 {
-    order_run_t *o = arg;
-    payload_t p[3];
+    producer_run_t *o = arg;
+    atu_payload_t p[3];
     varlog_record_t r[3];
     for (long i = 0; i < o->per; i++) {
         uint64_t id = (uint64_t)(o->producer * o->per + i);
@@ -668,12 +613,36 @@ static void *order_producer(void *arg)
         c->producer = o->producer;
         c->seq = i;
         c->n = (size_t)(1 + (id % 3));
-        fill_records(p, r, c->n, o->producer, id);
+        atu_fill_records(p, r, c->n, o->producer, id);
         if (varlog_appender_append(o->app, r, c->n, -1, track_cb, c) != VARLOG_OK)
             o->failures++;
-        scribble(p, c->n);
+        atu_scribble(p, c->n);
+        varlog_appender_stats_t s;
+        if (o->max_records &&
+            (varlog_appender_stats(o->app, &s) != VARLOG_OK || s.pending_records > o->max_records ||
+             s.pending_bytes > o->max_bytes))
+            o->over++;
     }
     return NULL;
+}
+
+/* n producers (at most PRODUCERS) append per calls each into calls[0 .. n * per) with timeout
+ * -1; every append must be taken, and with max_records set the stats stay within the bounds. */
+static void run_producers(varlog_appender_t *app, call_t *calls, long per, int n,
+                          uint64_t max_records, uint64_t max_bytes)
+{
+    assert_true(n <= PRODUCERS);
+    producer_run_t runs[PRODUCERS];
+    pthread_t th[PRODUCERS];
+    for (int p = 0; p < n; p++) {
+        runs[p] = (producer_run_t){app, calls, per, p, max_records, max_bytes, 0, 0};
+        assert_int_equal(pthread_create(&th[p], NULL, producer, &runs[p]), 0);
+    }
+    for (int p = 0; p < n; p++) {
+        pthread_join(th[p], NULL);
+        assert_int_equal(runs[p].failures, 0);
+        assert_int_equal(runs[p].over, 0);
+    }
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -684,29 +653,16 @@ static int cmp_u64(const void *a, const void *b)
 
 static void run_order(int32_t log_streams, int32_t bound_ls)
 {
-    client_fixture_t f;
-    cf_start(&f, 1, log_streams, NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *app = new_appender(&f, 1, bound_ls);
+    fixture_t x;
+    fx_start(&x, log_streams, bound_ls, NULL);
     long per = test_scale(100000, 50) / PRODUCERS;
     size_t total = (size_t)(per * PRODUCERS);
     call_t *calls = calloc(total, sizeof(*calls));
     assert_non_null(calls);
-    order_run_t runs[PRODUCERS];
-    pthread_t th[PRODUCERS];
-    for (int p = 0; p < PRODUCERS; p++) {
-        runs[p] = (order_run_t){app, calls, per, p, 0};
-        assert_int_equal(pthread_create(&th[p], NULL, order_producer, &runs[p]), 0);
-    }
-    for (int p = 0; p < PRODUCERS; p++) {
-        pthread_join(th[p], NULL);
-        assert_int_equal(runs[p].failures, 0);
-    }
-    flush_ok(app);
-    assert_int_equal(tracker_callbacks(&t), (long)total);
-    assert_nothing_bad();
+    run_producers(x.app, calls, per, PRODUCERS, 0, 0);
+    flush_ok(x.app);
+    assert_int_equal(tracker_callbacks(&x.t), (long)total);
+    atu_assert_nothing_bad();
 
     /* Every callback APPENDED; per producer and log stream, positions increase in append
      * order; the GLSNs of the topic are dense. */
@@ -754,16 +710,14 @@ static void run_order(int32_t log_streams, int32_t bound_ls)
             if (used[ls] == 0)
                 fail_msg("topic mode never used log stream %d", ls);
     /* What the server stores is exactly what the callbacks reported. */
-    assert_int_equal(check_stored(&f, 1, log_streams, calls, total), n_records);
-    assert_nothing_bad();
-    varlog_appender_stats_t s = app_stats(app);
+    assert_int_equal(check_stored(&x.f, 1, log_streams, calls, total), n_records);
+    atu_assert_nothing_bad();
+    varlog_appender_stats_t s = app_stats(x.app);
     assert_int_equal(s.calls_appended, total);
     assert_int_equal(s.records_appended, n_records);
     assert_int_equal(s.pending_calls, 0);
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
+    fx_stop(&x);
     free(calls);
-    tracker_destroy(&t);
-    cf_stop(&f);
 }
 
 static void test_order_bound_4_producers(void **state)
@@ -781,16 +735,16 @@ static void test_order_topic_4_producers(void **state)
 /* ---- backpressure ----------------------------------------------------------------------- */
 
 /* After flush(0) sent a lingering batch: waits until its callback is held at the gate. */
-static void wait_held(varlog_appender_t *app, gate_t *g, tracker_t *t)
+static void wait_held(fixture_t *x)
 {
-    if (gate_wait_entered(g, 1, cf_wait_bound_ms()))
+    if (gate_wait_entered(&x->g, 1, cf_wait_bound_ms()))
         return;
-    varlog_appender_stats_t d = app_stats(app);
+    varlog_appender_stats_t d = app_stats(x->app);
     fail_msg("flush(0) did not send the lingering batch: %llu calls pending, %llu batches "
              "in flight, %llu sent, %llu streams opened, %ld callbacks",
              (unsigned long long)d.pending_calls, (unsigned long long)d.inflight_batches,
              (unsigned long long)d.batches_sent, (unsigned long long)d.streams_opened,
-             tracker_callbacks(t));
+             tracker_callbacks(&x->t));
 }
 
 /* A callback held at a gate keeps its call pending: the queue fills and timeout 0 refuses at
@@ -798,23 +752,13 @@ static void wait_held(varlog_appender_t *app, gate_t *g, tracker_t *t)
 static void test_queue_full_records(void **state)
 {
     (void)state;
-    client_fixture_t f;
+    fixture_t x;
     /* linger 60 s: batches leave only on flush, so the records bound (4) is what fills. */
-    cf_start(&f, 1, 1, "appender.queue.max.records", "4", "appender.batch.max.records", "4",
+    fx_start(&x, 1, 1, "appender.queue.max.records", "4", "appender.batch.max.records", "4",
              "appender.linger.ms", "60000", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    gate_t g;
-    gate_init(&g);
-    g_gate = &g;
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    varlog_appender_t *app = x.app;
     call_t calls[8];
-    memset(calls, 0, sizeof(calls));
-    for (int i = 0; i < 8; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-    }
+    calls_init(calls, 8);
     varlog_record_t one = cf_record("0123456789abcdef");
 
     assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
@@ -822,7 +766,7 @@ static void test_queue_full_records(void **state)
     /* timeout 0 only starts the sending */
     varlog_err_t rc = varlog_appender_flush(app, 0, &pending);
     assert_true(rc == VARLOG_ERR_TIMED_OUT || rc == VARLOG_OK);
-    wait_held(app, &g, &t);
+    wait_held(&x);
     /* call 0 sits in its callback and still counts */
     for (int i = 1; i < 4; i++)
         assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[i]), VARLOG_OK);
@@ -858,51 +802,34 @@ static void test_queue_full_records(void **state)
     if (waited < 290 || waited > 300 + cf_wait_bound_ms())
         fail_msg("append with timeout 300 ms returned QUEUE_FULL after %lld ms", (long long)waited);
     assert_int_equal(app_stats(app).queue_full, 2);
-    assert_int_equal(tracker_callbacks(&t), 0);
+    assert_int_equal(tracker_callbacks(&x.t), 0);
 
     /* Opening the gate makes room; a -1 append waits for it. */
-    gate_open(&g);
+    gate_open(&x.g);
     assert_int_equal(varlog_appender_append(app, &one, 1, -1, gated_cb, &calls[4]), VARLOG_OK);
     flush_ok(app);
-    assert_int_equal(tracker_callbacks(&t), 5);
-    for (int i = 0; i < 5; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_OK);
-    }
+    assert_int_equal(tracker_callbacks(&x.t), 5);
+    assert_settled(calls, 5, VARLOG_OK);
     assert_int_equal(atomic_load(&calls[5].cbs), 0);
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
-    assert_nothing_bad();
-    gate_destroy(&g);
-    tracker_destroy(&t);
-    cf_stop(&f);
+    fx_stop(&x);
 }
 
 static void test_queue_full_bytes(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, "appender.queue.max.bytes", "100", "appender.batch.max.bytes", "100",
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.queue.max.bytes", "100", "appender.batch.max.bytes", "100",
              "append.record.max.bytes", "100", "appender.linger.ms", "60000", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    gate_t g;
-    gate_init(&g);
-    g_gate = &g;
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    varlog_appender_t *app = x.app;
     call_t calls[4];
-    memset(calls, 0, sizeof(calls));
+    calls_init(calls, 4);
     char buf[30];
     memset(buf, 'y', sizeof(buf));
     varlog_record_t r30 = {buf, sizeof(buf)};
-    for (int i = 0; i < 4; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-    }
     assert_int_equal(varlog_appender_append(app, &r30, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
     size_t pending = 0;
     (void)varlog_appender_flush(app, 0, &pending);
-    wait_held(app, &g, &t);
+    wait_held(&x);
     assert_int_equal(varlog_appender_append(app, &r30, 1, 0, gated_cb, &calls[1]), VARLOG_OK);
     assert_int_equal(varlog_appender_append(app, &r30, 1, 0, gated_cb, &calls[2]), VARLOG_OK);
     assert_int_equal(app_stats(app).pending_bytes, 90);
@@ -913,138 +840,61 @@ static void test_queue_full_bytes(void **state)
     varlog_record_t r10 = {buf, 10};
     assert_int_equal(varlog_appender_append(app, &r10, 1, 0, gated_cb, &calls[3]), VARLOG_OK);
     assert_int_equal(app_stats(app).pending_bytes, 100);
-    gate_open(&g);
+    gate_open(&x.g);
     flush_ok(app);
-    assert_int_equal(tracker_callbacks(&t), 4);
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
-    assert_nothing_bad();
-    gate_destroy(&g);
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_int_equal(tracker_callbacks(&x.t), 4);
+    fx_stop(&x);
 }
 
 /* With the server stalled, the queue fills from the network side: QUEUE_FULL at once. */
 static void test_queue_full_stalled_server(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, "appender.queue.max.records", "16", "appender.batch.max.records", "2",
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.queue.max.records", "16", "appender.batch.max.records", "2",
              "appender.linger.ms", "0", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
     call_t calls[32];
-    memset(calls, 0, sizeof(calls));
-    varlog_record_t one = cf_record("0123456789abcdef");
-    int accepted = 0;
-    varlog_err_t rc = VARLOG_OK;
+    calls_init(calls, 32);
+    varlog_err_t rc;
     int64_t t0 = test_now_ms();
-    for (int i = 0; i < 32; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-        rc = varlog_appender_append(app, &one, 1, 0, track_cb, &calls[i]);
-        if (rc != VARLOG_OK)
-            break;
-        accepted++;
-    }
+    int accepted = append_until_refused(x.app, calls, 32, &rc);
     assert_int_equal(rc, VARLOG_ERR_QUEUE_FULL);
     assert_true(test_now_ms() - t0 < cf_wait_bound_ms());
     assert_true(accepted >= 1 && accepted <= 16);
-    varlog_appender_stats_t s = app_stats(app);
+    varlog_appender_stats_t s = app_stats(x.app);
     assert_true(s.pending_records <= 16);
     assert_int_equal(s.pending_calls, (uint64_t)accepted);
-    assert_int_equal(tracker_callbacks(&t), 0);
-    t0 = test_now_ms();
-    assert_int_equal(varlog_appender_close(&app, 100), VARLOG_ERR_TIMED_OUT);
-    int64_t took = test_now_ms() - t0;
-    atomic_store(&t.closed_returned, true);
+    assert_int_equal(tracker_callbacks(&x.t), 0);
+    int64_t took;
+    assert_int_equal(timed_close(&x, 100, &took), VARLOG_ERR_TIMED_OUT);
     if (took > 100 + cf_wait_bound_ms())
         fail_msg("close(100) with a stalled server took %lld ms", (long long)took);
-    assert_int_equal(tracker_callbacks(&t), accepted);
-    for (int i = 0; i < accepted; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_ERR_CLOSED);
-        assert_int_not_equal(calls[i].outcome, VARLOG_APPENDED);
-    }
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_int_equal(tracker_callbacks(&x.t), accepted);
+    assert_settled(calls, (size_t)accepted, VARLOG_ERR_CLOSED);
+    fx_stop(&x);
 }
 
 /* Producers far ahead of the server: pending records and bytes never exceed the bounds. */
-typedef struct load_run {
-    varlog_appender_t *app;
-    call_t *calls;
-    long per;
-    int producer;
-    int failures;
-    int over; /* stats above the bounds seen by the producer */
-} load_run_t;
-
-static void *load_producer(void *arg)
-{
-    load_run_t *o = arg;
-    payload_t p[3];
-    varlog_record_t r[3];
-    for (long i = 0; i < o->per; i++) {
-        uint64_t id = (uint64_t)(o->producer * o->per + i);
-        call_t *c = &o->calls[id];
-        c->producer = o->producer;
-        c->seq = i;
-        c->n = (size_t)(1 + (id % 3));
-        fill_records(p, r, c->n, o->producer, id);
-        if (varlog_appender_append(o->app, r, c->n, -1, track_cb, c) != VARLOG_OK)
-            o->failures++;
-        varlog_appender_stats_t s;
-        if (varlog_appender_stats(o->app, &s) != VARLOG_OK || s.pending_records > 40 ||
-            s.pending_bytes > 512)
-            o->over++;
-    }
-    return NULL;
-}
-
 static void test_pending_within_bounds(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 2, "appender.queue.max.records", "40", "appender.queue.max.bytes", "512",
+    fixture_t x;
+    fx_start(&x, 2, 0, "appender.queue.max.records", "40", "appender.queue.max.bytes", "512",
              "appender.batch.max.records", "8", "appender.batch.max.bytes", "128",
              "appender.linger.ms", "1", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *app = new_appender(&f, 1, 0);
-    t.app = app;
-    t.max_records = 40;
-    t.max_bytes = 512;
+    x.t.app = x.app;
+    x.t.max_records = 40;
+    x.t.max_bytes = 512;
     long per = test_scale(5000, 20);
     call_t *calls = calloc((size_t)(2 * per), sizeof(*calls));
     assert_non_null(calls);
-    load_run_t runs[2];
-    pthread_t th[2];
-    for (int p = 0; p < 2; p++) {
-        runs[p] = (load_run_t){app, calls, per, p, 0, 0};
-        assert_int_equal(pthread_create(&th[p], NULL, load_producer, &runs[p]), 0);
-    }
-    for (int p = 0; p < 2; p++) {
-        pthread_join(th[p], NULL);
-        assert_int_equal(runs[p].failures, 0);
-        assert_int_equal(runs[p].over, 0);
-    }
-    flush_ok(app);
-    assert_int_equal(tracker_callbacks(&t), 2 * per);
-    for (long i = 0; i < 2 * per; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_OK);
-    }
-    t.app = NULL;
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
-    assert_nothing_bad();
+    run_producers(x.app, calls, per, 2, 40, 512);
+    flush_ok(x.app);
+    assert_int_equal(tracker_callbacks(&x.t), 2 * per);
+    assert_settled(calls, (size_t)(2 * per), VARLOG_OK);
+    fx_stop(&x);
     free(calls);
-    tracker_destroy(&t);
-    cf_stop(&f);
 }
 
 /* ---- flush ------------------------------------------------------------------------------ */
@@ -1052,45 +902,33 @@ static void test_pending_within_bounds(void **state)
 static void test_flush_ignores_linger(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, "appender.linger.ms", "60000", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.linger.ms", "60000", NULL);
+    varlog_appender_t *app = x.app;
     call_t calls[10];
-    memset(calls, 0, sizeof(calls));
-    varlog_record_t one = cf_record("0123456789abcdef");
-    for (int i = 0; i < 10; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-        assert_int_equal(varlog_appender_append(app, &one, 1, 0, track_cb, &calls[i]), VARLOG_OK);
-    }
+    calls_init(calls, 10);
+    append_each(app, calls, 10);
     /* linger holds the batch: nothing has been sent yet */
-    assert_int_equal(tracker_callbacks(&t), 0);
+    assert_int_equal(tracker_callbacks(&x.t), 0);
     int64_t t0 = test_now_ms();
     flush_ok(app);
     int64_t took = test_now_ms() - t0;
     if (took > cf_wait_bound_ms())
         fail_msg("flush took %lld ms with linger 60 s", (long long)took);
-    assert_int_equal(tracker_callbacks(&t), 10);
+    assert_int_equal(tracker_callbacks(&x.t), 10);
     for (int i = 0; i < 10; i++)
         assert_int_equal(calls[i].err, VARLOG_OK);
     assert_int_equal(app_stats(app).pending_calls, 0);
     /* Again, after the first flush. */
     call_t more;
-    memset(&more, 0, sizeof(more));
-    more.n = 1;
+    calls_init(&more, 1);
     more.seq = 10;
-    assert_int_equal(varlog_appender_append(app, &one, 1, 0, track_cb, &more), VARLOG_OK);
+    append_each(app, &more, 1);
     flush_ok(app);
     assert_int_equal(atomic_load(&more.cbs), 1);
     assert_int_equal(more.first.glsn, calls[9].first.glsn + 1);
     /* close with nothing pending: OK */
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    fx_stop(&x);
 }
 
 /* A stalled server: flush times out and reports what is pending; the calls go on and
@@ -1098,21 +936,13 @@ static void test_flush_ignores_linger(void **state)
 static void test_flush_timeout_stalled_server(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, "appender.linger.ms", "0", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 1500), VARLOG_OK);
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.linger.ms", "0", NULL);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 1500), VARLOG_OK);
+    varlog_appender_t *app = x.app;
     call_t calls[3];
-    memset(calls, 0, sizeof(calls));
-    varlog_record_t one = cf_record("0123456789abcdef");
-    for (int i = 0; i < 3; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-        assert_int_equal(varlog_appender_append(app, &one, 1, 0, track_cb, &calls[i]), VARLOG_OK);
-    }
+    calls_init(calls, 3);
+    append_each(app, calls, 3);
     size_t pending = 0;
     int64_t t0 = test_now_ms();
     assert_int_equal(varlog_appender_flush(app, 100, &pending), VARLOG_ERR_TIMED_OUT);
@@ -1121,17 +951,11 @@ static void test_flush_timeout_stalled_server(void **state)
     assert_true(took < 100 + cf_wait_bound_ms());
     /* (a loaded machine may have run callbacks since flush returned) */
     assert_true(pending >= 1 && pending <= 3);
-    assert_true(pending >= 3 - (size_t)tracker_callbacks(&t));
+    assert_true(pending >= 3 - (size_t)tracker_callbacks(&x.t));
     /* The calls were not abandoned: they complete. */
     flush_ok(app);
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_OK);
-    }
-    assert_int_equal(varlog_appender_close(&app, 1000), VARLOG_OK);
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_settled(calls, 3, VARLOG_OK);
+    fx_stop(&x);
 }
 
 /* ---- close ------------------------------------------------------------------------------ */
@@ -1157,27 +981,20 @@ static void *close_thread(void *arg)
 static void test_close_stops_intake(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, "appender.linger.ms", "0", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    gate_t g;
-    gate_init(&g);
-    g_gate = &g;
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.linger.ms", "0", NULL);
+    varlog_appender_t *app = x.app;
+    x.app = NULL; /* the closing thread's */
     enum { N = 4096 };
-    call_t *calls = calloc(N, sizeof(*calls));
+    call_t *calls = malloc(N * sizeof(*calls));
     assert_non_null(calls);
+    calls_init(calls, N);
     varlog_record_t one = cf_record("0123456789abcdef");
-    calls[0].n = 1;
     assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
-    assert_true(gate_wait_entered(&g, 1, cf_wait_bound_ms()));
-    calls[1].n = 1;
-    calls[1].seq = 1;
+    assert_true(gate_wait_entered(&x.g, 1, cf_wait_bound_ms()));
     assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[1]), VARLOG_OK);
 
-    closer_t c = {app, -1, VARLOG_ERR_INTERNAL, false, &t};
+    closer_t c = {app, -1, VARLOG_ERR_INTERNAL, false, &x.t};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, close_thread, &c), 0);
     /* Until close began, appends are taken; then CLOSED. The callback held at the gate keeps
@@ -1186,8 +1003,6 @@ static void test_close_stops_intake(void **state)
     varlog_err_t rc = VARLOG_OK, other = VARLOG_OK;
     int64_t t0 = test_now_ms();
     while (used < N && test_now_ms() - t0 < cf_wait_bound_ms()) {
-        calls[used].n = 1;
-        calls[used].seq = used;
         rc = varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[used]);
         if (rc == VARLOG_ERR_CLOSED)
             break;
@@ -1202,8 +1017,8 @@ static void test_close_stops_intake(void **state)
     char closed_text[256];
     snprintf(closed_text, sizeof(closed_text), "%s", varlog_last_error());
     /* Close waits for the held callback. */
-    bool returned_early = atomic_load(&t.closed_returned);
-    gate_open(&g);
+    bool returned_early = atomic_load(&x.t.closed_returned);
+    gate_open(&x.g);
     pthread_join(th, NULL);
     assert_int_equal(other, VARLOG_OK);
     assert_int_equal(rc, VARLOG_ERR_CLOSED);
@@ -1213,17 +1028,11 @@ static void test_close_stops_intake(void **state)
     assert_null(c.app);
     /* flush -1: every call queued before close was settled by the flush */
     assert_int_equal(c.rc, VARLOG_OK);
-    assert_int_equal(tracker_callbacks(&t), used);
-    for (int i = 0; i < used; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_OK);
-    }
+    assert_int_equal(tracker_callbacks(&x.t), used);
+    assert_settled(calls, (size_t)used, VARLOG_OK);
     assert_int_equal(atomic_load(&calls[used].cbs), 0);
-    assert_nothing_bad();
+    fx_stop(&x);
     free(calls);
-    gate_destroy(&g);
-    tracker_destroy(&t);
-    cf_stop(&f);
 }
 
 /* Leftovers: with linger 60 s and close(0), queued calls fail with CLOSED and NOT_APPENDED
@@ -1231,43 +1040,26 @@ static void test_close_stops_intake(void **state)
 static void test_close_fails_leftovers(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, "appender.linger.ms", "60000", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *app = new_appender(&f, 1, 1);
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.linger.ms", "60000", NULL);
     /* Nothing reaches the server in time: every request is held 60 s. */
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
     call_t calls[5];
-    memset(calls, 0, sizeof(calls));
-    varlog_record_t one = cf_record("0123456789abcdef");
-    for (int i = 0; i < 5; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-        assert_int_equal(varlog_appender_append(app, &one, 1, 0, track_cb, &calls[i]), VARLOG_OK);
-    }
-    int64_t t0 = test_now_ms();
-    varlog_err_t rc = varlog_appender_close(&app, 0);
-    int64_t took = test_now_ms() - t0;
-    atomic_store(&t.closed_returned, true);
+    calls_init(calls, 5);
+    append_each(x.app, calls, 5);
+    int64_t took;
+    varlog_err_t rc = timed_close(&x, 0, &took);
     assert_int_equal(rc, VARLOG_ERR_TIMED_OUT);
-    assert_null(app);
+    assert_null(x.app);
     if (took > cf_wait_bound_ms())
         fail_msg("close(0) took %lld ms", (long long)took);
-    assert_int_equal(tracker_callbacks(&t), 5);
-    for (int i = 0; i < 5; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_ERR_CLOSED);
-        /* queued (lingering) calls were certainly not sent, unless close(0)'s flush began
-         * sending them: then MAYBE_APPENDED */
-        assert_int_not_equal(calls[i].outcome, VARLOG_APPENDED);
-    }
+    assert_int_equal(tracker_callbacks(&x.t), 5);
+    /* queued (lingering) calls were certainly not sent, unless close(0)'s flush began sending
+     * them: then MAYBE_APPENDED */
+    assert_settled(calls, 5, VARLOG_ERR_CLOSED);
     /* No callback later: give a late one the chance to show. */
-    assert_false(tracker_wait(&t, 6, 300));
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_false(tracker_wait(&x.t, 6, 300));
+    fx_stop(&x);
 }
 
 /* A stalled server (60 s): close(300) returns TIMED_OUT within its timeout plus a small
@@ -1275,58 +1067,38 @@ static void test_close_fails_leftovers(void **state)
 static void test_close_stalled_server_bounded(void **state)
 {
     (void)state;
-    client_fixture_t f;
+    fixture_t x;
     /* Four slots (depth 2 in flight, one waiting, one open) of up to 2 records: from 4 to 8
      * calls fit, depending on how the thread groups them. */
-    cf_start(&f, 1, 1, "appender.linger.ms", "0", "appender.batch.max.records", "2",
+    fx_start(&x, 1, 1, "appender.linger.ms", "0", "appender.batch.max.records", "2",
              "appender.pipeline.depth", "2", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *app = new_appender(&f, 1, 1);
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
     call_t calls[9];
-    memset(calls, 0, sizeof(calls));
-    varlog_record_t one = cf_record("0123456789abcdef");
-    int accepted = 0;
-    for (int i = 0; i < 9; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-        varlog_err_t arc = varlog_appender_append(app, &one, 1, 0, track_cb, &calls[i]);
-        if (arc == VARLOG_ERR_QUEUE_FULL)
-            break;
-        assert_int_equal(arc, VARLOG_OK);
-        accepted++;
-    }
+    calls_init(calls, 9);
+    varlog_err_t arc;
+    int accepted = append_until_refused(x.app, calls, 9, &arc);
+    assert_true(arc == VARLOG_OK || arc == VARLOG_ERR_QUEUE_FULL);
     assert_true(accepted >= 4 && accepted <= 8);
     /* Let the pipeline fill: two requests reach the server. */
-    cf_count_wait_t w = {f.srv, CF_PATH_APPEND, 0};
+    cf_count_wait_t w = {x.f.srv, CF_PATH_APPEND, 0};
     assert_true(test_wait_until(cf_call_count_above, &w, cf_wait_bound_ms()));
-    int64_t t0 = test_now_ms();
-    varlog_err_t rc = varlog_appender_close(&app, 300);
-    int64_t took = test_now_ms() - t0;
-    atomic_store(&t.closed_returned, true);
+    int64_t took;
+    varlog_err_t rc = timed_close(&x, 300, &took);
     assert_int_equal(rc, VARLOG_ERR_TIMED_OUT);
     if (took < 290 || took > 300 + cf_wait_bound_ms())
         fail_msg("close(300) with a stalled server took %lld ms", (long long)took);
-    assert_int_equal(tracker_callbacks(&t), accepted);
+    assert_int_equal(tracker_callbacks(&x.t), accepted);
+    assert_settled(calls, (size_t)accepted, VARLOG_ERR_CLOSED);
     int maybe = 0;
-    for (int i = 0; i < accepted; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_ERR_CLOSED);
-        assert_int_not_equal(calls[i].outcome, VARLOG_APPENDED);
-        if (calls[i].outcome == VARLOG_MAYBE_APPENDED)
-            maybe++;
-    }
+    for (int i = 0; i < accepted; i++)
+        maybe += calls[i].outcome == VARLOG_MAYBE_APPENDED;
     /* At most depth (2) requests of up to 2 records were in flight. */
     assert_true(maybe >= 1 && maybe <= 4);
     /* The last calls sat in the waiting and the open slot: certainly not sent. */
     assert_int_equal(calls[accepted - 1].outcome, VARLOG_NOT_APPENDED);
     assert_int_equal(calls[accepted - 2].outcome, VARLOG_NOT_APPENDED);
-    assert_false(tracker_wait(&t, accepted + 1, 300));
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_false(tracker_wait(&x.t, accepted + 1, 300));
+    fx_stop(&x);
 }
 
 /* ---- calls from inside callbacks --------------------------------------------------------- */
@@ -1350,7 +1122,7 @@ static void reentrant_cb(const varlog_append_result_t *r, void *opaque)
         varlog_appender_t *a = re->app;
         re->close_rc = varlog_appender_close(&a, 1000);
         if (a != re->app)
-            note_bad("close from a callback changed the handle");
+            atu_note_bad("close from a callback changed the handle");
         varlog_record_t one = cf_record("from-callback-16");
         re->inner.n = 1;
         re->inner.seq = 1;
@@ -1362,21 +1134,17 @@ static void reentrant_cb(const varlog_append_result_t *r, void *opaque)
 static void test_calls_from_callback(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 1, NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
+    fixture_t x;
+    fx_start(&x, 1, 1, NULL);
     reentry_t re;
     memset(&re, 0, sizeof(re));
     g_re = &re;
-    re.app = new_appender(&f, 1, 1);
+    re.app = x.app;
     call_t first;
-    memset(&first, 0, sizeof(first));
-    first.n = 1;
+    calls_init(&first, 1);
     varlog_record_t one = cf_record("0123456789abcdef");
     assert_int_equal(varlog_appender_append(re.app, &one, 1, 0, reentrant_cb, &first), VARLOG_OK);
-    assert_true(tracker_wait(&t, 2, flush_bound_ms()));
+    assert_true(tracker_wait(&x.t, 2, flush_bound_ms()));
     flush_ok(re.app);
     assert_true(re.ran);
     assert_int_equal(re.flush_rc, VARLOG_ERR_STATE);
@@ -1387,11 +1155,9 @@ static void test_calls_from_callback(void **state)
     assert_int_equal(re.inner.err, VARLOG_OK);
     assert_int_equal(re.inner.first.glsn, first.first.glsn + 1);
     /* The appender still works after the refused flush and close. */
-    assert_int_equal(varlog_appender_close(&re.app, 1000), VARLOG_OK);
-    assert_null(re.app);
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_int_equal(varlog_appender_close(&x.app, 1000), VARLOG_OK);
+    assert_null(x.app);
+    fx_stop(&x);
 }
 
 /* ---- the client destroyed under open appenders ------------------------------------------ */
@@ -1399,49 +1165,34 @@ static void test_calls_from_callback(void **state)
 static void test_client_destroyed_with_open_appenders(void **state)
 {
     (void)state;
-    client_fixture_t f;
-    cf_start(&f, 1, 2, "appender.linger.ms", "0", NULL);
-    tracker_t t;
-    tracker_init(&t, 1);
-    g_tracker = &t;
-    varlog_appender_t *bound = new_appender(&f, 1, 1);
-    varlog_appender_t *topic = new_appender(&f, 1, 0);
+    fixture_t x;
+    fx_start(&x, 2, 1, "appender.linger.ms", "0", NULL); /* x.app: bound to log stream 1 */
+    varlog_appender_t *topic = new_appender(&x.f, 1, 0);
     /* A third one has nothing to settle. */
-    varlog_appender_t *idle = new_appender(&f, 1, 2);
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
+    varlog_appender_t *idle = new_appender(&x.f, 1, 2);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
     call_t calls[12];
-    memset(calls, 0, sizeof(calls));
-    varlog_record_t one = cf_record("0123456789abcdef");
-    for (int i = 0; i < 12; i++) {
-        calls[i].n = 1;
-        calls[i].seq = i;
-        varlog_appender_t *a = i < 6 ? bound : topic;
-        assert_int_equal(varlog_appender_append(a, &one, 1, 0, track_cb, &calls[i]), VARLOG_OK);
-    }
+    calls_init(calls, 12);
+    append_each(x.app, calls, 6);
+    append_each(topic, calls + 6, 6);
     int64_t t0 = test_now_ms();
-    varlog_client_destroy(f.client);
-    f.client = NULL;
+    varlog_client_destroy(x.f.client);
+    x.f.client = NULL;
     int64_t took = test_now_ms() - t0;
     if (took > cf_wait_bound_ms())
         fail_msg("client destroy with appenders in flight took %lld ms", (long long)took);
     /* Every call settled with CLOSED by the time destroy returned. */
-    assert_int_equal(tracker_callbacks(&t), 12);
-    for (int i = 0; i < 12; i++) {
-        assert_int_equal(atomic_load(&calls[i].cbs), 1);
-        assert_int_equal(calls[i].err, VARLOG_ERR_CLOSED);
-        assert_int_not_equal(calls[i].outcome, VARLOG_APPENDED);
-    }
+    assert_int_equal(tracker_callbacks(&x.t), 12);
+    assert_settled(calls, 12, VARLOG_ERR_CLOSED);
     /* The handles are valid for close only, which frees them (ASan / valgrind check). */
-    (void)varlog_appender_close(&bound, 0);
+    (void)varlog_appender_close(&x.app, 0);
     (void)varlog_appender_close(&topic, 1000);
     (void)varlog_appender_close(&idle, -1);
-    assert_null(bound);
+    assert_null(x.app);
     assert_null(topic);
     assert_null(idle);
-    assert_int_equal(tracker_callbacks(&t), 12);
-    assert_nothing_bad();
-    tracker_destroy(&t);
-    cf_stop(&f);
+    assert_int_equal(tracker_callbacks(&x.t), 12);
+    fx_stop(&x);
 }
 
 /* An optional argument runs only the tests whose names match it (cmocka's pattern). */

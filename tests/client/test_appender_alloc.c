@@ -27,6 +27,7 @@
 #include <cmocka.h>
 #include <execinfo.h>
 
+#include "appender_test_util.h"
 #include "child_server.h"
 #include "test_support.h"
 #include "varlog/appender.h"
@@ -52,68 +53,54 @@ static inline void count_one(void)
     }
 }
 
+/* COUNTED(malloc) is what the program's calls reach, UNDERLYING(malloc) where it passes them
+ * on: __wrap_malloc and __real_malloc under ASan and TSan, malloc itself and glibc's
+ * __libc_malloc otherwise. */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define COUNTING "link-time wrap (static objects only)"
-void *__real_malloc(size_t n);
-void *__real_calloc(size_t n, size_t m);
-void *__real_realloc(void *p, size_t n);
-void *__wrap_malloc(size_t n);
-void *__wrap_calloc(size_t n, size_t m);
-void *__wrap_realloc(void *p, size_t n);
-
-void *__wrap_malloc(size_t n)
-{
-    count_one();
-    return __real_malloc(n);
-}
-
-void *__wrap_calloc(size_t n, size_t m)
-{
-    count_one();
-    return __real_calloc(n, m);
-}
-
-void *__wrap_realloc(void *p, size_t n)
-{
-    count_one();
-    return __real_realloc(p, n);
-}
+#define COUNTED(fn) __wrap_##fn
+#define UNDERLYING(fn) __real_##fn
+#define EXPORTED
 #else
 #define COUNTING "interposed malloc (whole process)"
-void *__libc_malloc(size_t n);
-void *__libc_calloc(size_t n, size_t m);
-void *__libc_realloc(void *p, size_t n);
-void __libc_free(void *p);
-void *__libc_memalign(size_t align, size_t n);
-
+#define COUNTED(fn) fn
+#define UNDERLYING(fn) __libc_##fn
 /* Exported from the executable (the build hides symbols by default), so that the shared
  * libraries bind to them. */
-#define INTERPOSE __attribute__((visibility("default")))
-INTERPOSE void *malloc(size_t n);
-INTERPOSE void *calloc(size_t n, size_t m);
-INTERPOSE void *realloc(void *p, size_t n);
-INTERPOSE void free(void *p);
-INTERPOSE void *memalign(size_t align, size_t n);
-INTERPOSE void *aligned_alloc(size_t align, size_t n);
-INTERPOSE int posix_memalign(void **out, size_t align, size_t n);
+#define EXPORTED __attribute__((visibility("default")))
+#endif
+void *UNDERLYING(malloc)(size_t n);
+void *UNDERLYING(calloc)(size_t n, size_t m);
+void *UNDERLYING(realloc)(void *p, size_t n);
+EXPORTED void *COUNTED(malloc)(size_t n);
+EXPORTED void *COUNTED(calloc)(size_t n, size_t m);
+EXPORTED void *COUNTED(realloc)(void *p, size_t n);
 
-void *malloc(size_t n)
+void *COUNTED(malloc)(size_t n)
 {
     count_one();
-    return __libc_malloc(n);
+    return UNDERLYING(malloc)(n);
 }
 
-void *calloc(size_t n, size_t m)
+void *COUNTED(calloc)(size_t n, size_t m)
 {
     count_one();
-    return __libc_calloc(n, m);
+    return UNDERLYING(calloc)(n, m);
 }
 
-void *realloc(void *p, size_t n)
+void *COUNTED(realloc)(void *p, size_t n)
 {
     count_one();
-    return __libc_realloc(p, n);
+    return UNDERLYING(realloc)(p, n);
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+void __libc_free(void *p);
+void *__libc_memalign(size_t align, size_t n);
+EXPORTED void free(void *p);
+EXPORTED void *memalign(size_t align, size_t n);
+EXPORTED void *aligned_alloc(size_t align, size_t n);
+EXPORTED int posix_memalign(void **out, size_t align, size_t n);
 
 void free(void *p)
 {
@@ -169,14 +156,7 @@ static void env_start(env_t *e, int32_t log_streams, ...)
             fail_msg("%s: %s", base[i], err);
     va_list ap;
     va_start(ap, log_streams);
-    for (;;) {
-        const char *name = va_arg(ap, const char *);
-        if (!name)
-            break;
-        const char *value = va_arg(ap, const char *);
-        if (varlog_conf_set(conf, name, value, err, sizeof(err)) != VARLOG_OK)
-            fail_msg("%s=%s: %s", name, value, err);
-    }
+    atu_conf_set_va(conf, ap);
     va_end(ap);
     varlog_err_t rc = varlog_client_new(&conf, &e->client, err, sizeof(err));
     if (rc != VARLOG_OK)

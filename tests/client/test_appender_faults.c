@@ -8,7 +8,7 @@
  *     call is stored once or not at all, all of its records or none.
  *
  * Callbacks run on the appender's thread, where a cmocka assertion cannot stop the test: they
- * note what is wrong (note_bad) and the test thread asserts that nothing was noted. */
+ * note what is wrong (atu_note_bad) and the test thread asserts that nothing was noted. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,51 +23,10 @@
 
 #include <cmocka.h>
 
+#include "appender_test_util.h"
 #include "client_fixture.h"
 #include "test_support.h"
 #include "varlog/appender.h"
-
-static pthread_mutex_t bad_mu = PTHREAD_MUTEX_INITIALIZER;
-static int bad_count;
-static char bad_first[512];
-
-static void note_bad(const char *fmt, ...)
-{
-    pthread_mutex_lock(&bad_mu);
-    if (bad_count++ == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(bad_first, sizeof(bad_first), fmt, ap);
-        va_end(ap);
-    }
-    pthread_mutex_unlock(&bad_mu);
-}
-
-static void assert_nothing_bad(void)
-{
-    pthread_mutex_lock(&bad_mu);
-    int n = bad_count;
-    char first[512];
-    memcpy(first, bad_first, sizeof(first));
-    bad_count = 0;
-    bad_first[0] = '\0';
-    pthread_mutex_unlock(&bad_mu);
-    if (n)
-        fail_msg("%d violation(s); first: %s", n, first);
-}
-
-/* ---- records: 16 bytes naming their call and index ---------------------------------------- */
-
-#define REC_LEN 16
-#define REC_MAGIC 0x5641524cu
-
-typedef struct payload {
-    uint32_t magic;
-    uint16_t pad;
-    uint16_t index;
-    uint64_t call;
-} payload_t;
-_Static_assert(sizeof(payload_t) == REC_LEN, "payload is 16 bytes");
 
 /* ---- calls ---------------------------------------------------------------------------------- */
 
@@ -92,17 +51,17 @@ typedef struct run {
     long total;
     long from, to;        /* the producer's next run: calls [from, to) */
     long pause_at;        /* the producer waits there until released; -1: never */
-    bool paused, release; /* under mu */
+    bool paused, release; /* under sync.mu */
     atomic_long appended; /* calls the producer queued */
     int append_failures;
     varlog_err_t first_failure;
     char first_failure_text[256];
     pthread_t th;
     bool th_running; /* started and not joined */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    atu_sync_t sync; /* guards paused, release and what follows */
     long callbacks;
     long ok, not_appended, maybe;
+    long failed;          /* not_appended + maybe */
     long last_ok_seq[16]; /* bound-mode order check, per log stream */
     bool check_order;
 } run_t;
@@ -110,19 +69,6 @@ typedef struct run {
 static run_t *g_run;
 /* Not on a test's stack: the teardown of a failed test still reaches it. */
 static run_t run_storage;
-
-static struct timespec deadline_in(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
 
 static void cb(const varlog_append_result_t *r, void *opaque)
 {
@@ -133,15 +79,15 @@ static void cb(const varlog_append_result_t *r, void *opaque)
         return;
     int prev = atomic_fetch_add(&c->cbs, 1);
     if (prev)
-        note_bad("call %ld: callback number %d", c->seq, prev + 1);
+        atu_note_bad("call %ld: callback number %d", c->seq, prev + 1);
     if (r->n != c->n)
-        note_bad("call %ld: n %zu, expected %zu", c->seq, r->n, c->n);
+        atu_note_bad("call %ld: n %zu, expected %zu", c->seq, r->n, c->n);
     c->err = r->err;
     c->outcome = r->outcome;
     if (r->err == VARLOG_OK) {
         if (r->outcome != VARLOG_APPENDED || !r->metas) {
-            note_bad("call %ld: OK with outcome %s, metas %p", c->seq,
-                     varlog_outcome_name(r->outcome), (const void *)r->metas);
+            atu_note_bad("call %ld: OK with outcome %s, metas %p", c->seq,
+                         varlog_outcome_name(r->outcome), (const void *)r->metas);
         } else {
             c->first = r->metas[0];
             for (size_t i = 0; i < r->n; i++)
@@ -149,46 +95,41 @@ static void cb(const varlog_append_result_t *r, void *opaque)
                     r->metas[i].log_stream_id != r->metas[0].log_stream_id ||
                     r->metas[i].glsn != r->metas[0].glsn + i ||
                     r->metas[i].llsn != r->metas[0].llsn + i)
-                    note_bad("call %ld: metas not consecutive in one log stream", c->seq);
+                    atu_note_bad("call %ld: metas not consecutive in one log stream", c->seq);
         }
     } else {
         if (r->outcome == VARLOG_APPENDED || r->metas)
-            note_bad("call %ld: error %s with outcome %s, metas %p", c->seq,
-                     varlog_err_name(r->err), varlog_outcome_name(r->outcome),
-                     (const void *)r->metas);
+            atu_note_bad("call %ld: error %s with outcome %s, metas %p", c->seq,
+                         varlog_err_name(r->err), varlog_outcome_name(r->outcome),
+                         (const void *)r->metas);
         if (!r->errtext || !r->errtext[0])
-            note_bad("call %ld: error %s without errtext", c->seq, varlog_err_name(r->err));
+            atu_note_bad("call %ld: error %s without errtext", c->seq, varlog_err_name(r->err));
     }
-    pthread_mutex_lock(&x->mu);
+    pthread_mutex_lock(&x->sync.mu);
     if (r->err == VARLOG_OK) {
         x->ok++;
         int32_t ls = r->metas ? r->metas[0].log_stream_id : 0;
         if (x->check_order && ls > 0 && ls < 16) {
             if (x->last_ok_seq[ls] >= c->seq)
-                note_bad("ls %d: callback of call %ld after call %ld", ls, c->seq,
-                         x->last_ok_seq[ls]);
+                atu_note_bad("ls %d: callback of call %ld after call %ld", ls, c->seq,
+                             x->last_ok_seq[ls]);
             x->last_ok_seq[ls] = c->seq;
         }
     } else if (r->outcome == VARLOG_NOT_APPENDED) {
         x->not_appended++;
+        x->failed++;
     } else {
         x->maybe++;
+        x->failed++;
     }
     x->callbacks++;
-    pthread_cond_broadcast(&x->cv);
-    pthread_mutex_unlock(&x->mu);
+    pthread_cond_broadcast(&x->sync.cv);
+    pthread_mutex_unlock(&x->sync.mu);
 }
 
 static bool wait_callbacks(run_t *x, long n, int64_t timeout_ms)
 {
-    struct timespec dl = deadline_in(timeout_ms);
-    pthread_mutex_lock(&x->mu);
-    int rc = 0;
-    while (x->callbacks < n && rc == 0)
-        rc = pthread_cond_timedwait(&x->cv, &x->mu, &dl);
-    bool ok = x->callbacks >= n;
-    pthread_mutex_unlock(&x->mu);
-    return ok;
+    return atu_wait_at_least(&x->sync, &x->callbacks, n, timeout_ms);
 }
 
 static void run_start(run_t *x, int32_t log_streams, int32_t bound_ls, long total, ...)
@@ -196,23 +137,10 @@ static void run_start(run_t *x, int32_t log_streams, int32_t bound_ls, long tota
     memset(x, 0, sizeof(*x));
     va_list ap;
     va_start(ap, total);
-    /* cf_start takes a NULL-terminated list: forward up to 8 pairs */
-    const char *kv[17] = {0};
-    for (int i = 0; i < 16; i++) {
-        kv[i] = va_arg(ap, const char *);
-        if (!kv[i])
-            break;
-    }
+    cf_start_adjusted(&x->f, 1, log_streams, atu_conf_adjust, &ap, NULL);
     va_end(ap);
-    cf_start(&x->f, 1, log_streams, kv[0], kv[1], kv[2], kv[3], kv[4], kv[5], kv[6], kv[7], kv[8],
-             kv[9], kv[10], kv[11], kv[12], kv[13], kv[14], kv[15], NULL);
     x->topic = 1;
-    pthread_mutex_init(&x->mu, NULL);
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&x->cv, &a);
-    pthread_condattr_destroy(&a);
+    atu_sync_init(&x->sync);
     for (int i = 0; i < 16; i++)
         x->last_ok_seq[i] = -1;
     x->check_order = bound_ls > 0;
@@ -231,26 +159,17 @@ static void run_start(run_t *x, int32_t log_streams, int32_t bound_ls, long tota
 static void *producer(void *arg)
 {
     run_t *x = arg;
-    payload_t p[3];
+    atu_payload_t p[3];
     varlog_record_t r[3];
     for (long i = x->from; i < x->to; i++) {
         if (i == x->pause_at) {
-            struct timespec dl = deadline_in(8 * cf_wait_bound_ms());
-            pthread_mutex_lock(&x->mu);
-            x->paused = true;
-            pthread_cond_broadcast(&x->cv);
-            int rc = 0;
-            while (!x->release && rc == 0)
-                rc = pthread_cond_timedwait(&x->cv, &x->mu, &dl);
-            pthread_mutex_unlock(&x->mu);
+            atu_set_true(&x->sync, &x->paused);
+            (void)atu_wait_true(&x->sync, &x->release, 8 * cf_wait_bound_ms());
         }
         call_t *c = &x->calls[i];
         c->seq = i;
         c->n = (size_t)(1 + (i % 3));
-        for (size_t j = 0; j < c->n; j++) {
-            p[j] = (payload_t){REC_MAGIC, 0, (uint16_t)j, (uint64_t)i};
-            r[j] = (varlog_record_t){&p[j], REC_LEN};
-        }
+        atu_fill_records(p, r, c->n, 0, (uint64_t)i);
         varlog_err_t rc = varlog_appender_append(x->app, r, c->n, -1, cb, c);
         if (rc != VARLOG_OK) {
             if (x->append_failures++ == 0) {
@@ -262,7 +181,7 @@ static void *producer(void *arg)
             atomic_store(&c->cbs, -1000);
         }
         c->appended_ms = test_now_ms();
-        memset(p, 0xee, sizeof(p));
+        atu_scribble(p, 3);
         atomic_store(&x->appended, i + 1);
     }
     return NULL;
@@ -277,20 +196,14 @@ static void stored_visit(void *arg, const varlog_entry_meta_t *m, const void *da
 {
     stored_walk_t *w = arg;
     w->entries++;
-    payload_t p;
-    if (len != REC_LEN) {
-        note_bad("entry glsn %llu: %zu bytes", (unsigned long long)m->glsn, len);
+    atu_payload_t p;
+    if (!atu_stored_payload(m, data, len, (uint64_t)w->x->total, &p))
         return;
-    }
-    memcpy(&p, data, sizeof(p));
-    if (p.magic != REC_MAGIC || p.call >= (uint64_t)w->x->total || p.index >= 3) {
-        note_bad("entry glsn %llu is not one of our records", (unsigned long long)m->glsn);
-        return;
-    }
     call_t *c = &w->x->calls[p.call];
+    /* n <= 3, so that the index fits copies[] */
     if (p.index >= c->n) {
-        note_bad("entry glsn %llu: record %u of a call of %zu", (unsigned long long)m->glsn,
-                 p.index, c->n);
+        atu_note_bad("entry glsn %llu: record %u of a call of %zu", (unsigned long long)m->glsn,
+                     p.index, c->n);
         return;
     }
     c->copies[p.index]++;
@@ -328,7 +241,7 @@ static verdict_t run_finish(run_t *x, pthread_t th, int32_t log_streams, bool ma
     memset(&v, 0, sizeof(v));
     /* what the callbacks noted explains a wrong count best */
     if (x->callbacks != x->total)
-        assert_nothing_bad();
+        atu_assert_nothing_bad();
     for (long i = 0; i < x->total; i++)
         if (atomic_load(&x->calls[i].cbs) != 1)
             fail_msg("call %ld: %d callbacks", i, atomic_load(&x->calls[i].cbs));
@@ -342,35 +255,35 @@ static verdict_t run_finish(run_t *x, pthread_t th, int32_t log_streams, bool ma
         size_t c0 = c->copies[0];
         for (size_t j = 1; j < c->n; j++)
             if (c->copies[j] != c0)
-                note_bad("call %ld: records stored %zu and %zu times (not atomic)", i, c0,
-                         c->copies[j]);
+                atu_note_bad("call %ld: records stored %zu and %zu times (not atomic)", i, c0,
+                             c->copies[j]);
         if (c->err == VARLOG_OK) {
             v.ok++;
             v.ok_records += c->n;
             if (c->first.log_stream_id > 0 && c->first.log_stream_id < 16)
                 v.per_ls[c->first.log_stream_id]++;
             if (!c->copy_at_reported)
-                note_bad("call %ld: APPENDED at ls %d glsn %llu, not stored there", i,
-                         c->first.log_stream_id, (unsigned long long)c->first.glsn);
+                atu_note_bad("call %ld: APPENDED at ls %d glsn %llu, not stored there", i,
+                             c->first.log_stream_id, (unsigned long long)c->first.glsn);
             if (!maybe_retry && c0 != 1)
-                note_bad("call %ld: APPENDED and stored %zu times", i, c0);
+                atu_note_bad("call %ld: APPENDED and stored %zu times", i, c0);
         } else if (c->outcome == VARLOG_NOT_APPENDED) {
             v.not_appended++;
             if (c0 != 0)
-                note_bad("call %ld: %s NOT_APPENDED but stored %zu times", i,
-                         varlog_err_name(c->err), c0);
+                atu_note_bad("call %ld: %s NOT_APPENDED but stored %zu times", i,
+                             varlog_err_name(c->err), c0);
         } else {
             v.maybe++;
             if (c0)
                 v.maybe_stored++;
             if (!maybe_retry && c0 > 1)
-                note_bad("call %ld: MAYBE_APPENDED and stored %zu times", i, c0);
+                atu_note_bad("call %ld: MAYBE_APPENDED and stored %zu times", i, c0);
         }
     }
     assert_true(v.ok_records <= v.stored_records);
     /* distinct GLSNs among APPENDED calls: copy_at_reported and the per-call copy counts
      * (each stored entry has one GLSN) already imply it when nothing is stored twice */
-    assert_nothing_bad();
+    atu_assert_nothing_bad();
     print_message("    %ld calls: %ld APPENDED, %ld NOT_APPENDED, %ld MAYBE_APPENDED (%ld of "
                   "them stored); %zu records stored, %zu reported APPENDED\n",
                   x->total, v.ok, v.not_appended, v.maybe, v.maybe_stored, v.stored_records,
@@ -382,42 +295,24 @@ static void run_free(run_t *x)
 {
     cf_stop(&x->f);
     free(x->calls);
-    pthread_mutex_destroy(&x->mu);
-    pthread_cond_destroy(&x->cv);
+    atu_sync_destroy(&x->sync);
     g_run = NULL;
 }
 
 static void wait_paused(run_t *x)
 {
-    struct timespec dl = deadline_in(4 * cf_wait_bound_ms());
-    pthread_mutex_lock(&x->mu);
-    int rc = 0;
-    while (!x->paused && rc == 0)
-        rc = pthread_cond_timedwait(&x->cv, &x->mu, &dl);
-    bool paused = x->paused;
-    pthread_mutex_unlock(&x->mu);
-    assert_true(paused);
+    assert_true(atu_wait_true(&x->sync, &x->paused, 4 * cf_wait_bound_ms()));
 }
 
 static void release(run_t *x)
 {
-    pthread_mutex_lock(&x->mu);
-    x->release = true;
-    pthread_cond_broadcast(&x->cv);
-    pthread_mutex_unlock(&x->mu);
+    atu_set_true(&x->sync, &x->release);
 }
 
 /* Waits (bounded) until a call failed; false when none did in time. */
 static bool wait_failure(run_t *x, int64_t timeout_ms)
 {
-    struct timespec dl = deadline_in(timeout_ms);
-    pthread_mutex_lock(&x->mu);
-    int rc = 0;
-    while (x->not_appended + x->maybe == 0 && rc == 0)
-        rc = pthread_cond_timedwait(&x->cv, &x->mu, &dl);
-    bool failed = x->not_appended + x->maybe > 0;
-    pthread_mutex_unlock(&x->mu);
-    return failed;
+    return atu_wait_at_least(&x->sync, &x->failed, 1, timeout_ms);
 }
 
 static pthread_t start_producer(run_t *x)
@@ -506,6 +401,23 @@ static void test_stream_drops_topic_retry_maybe(void **state)
 
 /* ---- injected failures --------------------------------------------------------------------- */
 
+/* Once a fifth, two fifths and three fifths of the calls settled: the next `times` requests
+ * fail with UNAVAILABLE, FAILED_PRECONDITION "sealed" and RESOURCE_EXHAUSTED in turn. */
+static void inject_failures(run_t *x, long total, int times)
+{
+    static const struct {
+        int code;
+        const char *msg;
+    } faults[] = {
+        {14, "injected: unavailable"}, {9, "sealed"}, {8, "injected: resource exhausted"}};
+    for (int i = 0; i < 3; i++) {
+        assert_true(wait_callbacks(x, total * (i + 1) / 5, phase_ms()));
+        assert_int_equal(
+            varlog_server_fail_next(x->f.srv, CF_PATH_APPEND, faults[i].code, faults[i].msg, times),
+            VARLOG_OK);
+    }
+}
+
 /* UNAVAILABLE, FAILED_PRECONDITION "sealed" and RESOURCE_EXHAUSTED end the stream: the
  * calls certainly not stored are retried, nothing is lost or doubled. */
 static void test_injected_failures_bound(void **state)
@@ -517,17 +429,7 @@ static void test_injected_failures_bound(void **state)
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "50", "append.retries",
               "20", "append.deny.ttl.ms", "100", NULL);
     pthread_t th = start_producer(x);
-    struct {
-        int code;
-        const char *msg;
-    } faults[] = {
-        {14, "injected: unavailable"}, {9, "sealed"}, {8, "injected: resource exhausted"}};
-    for (int i = 0; i < 3; i++) {
-        assert_true(wait_callbacks(x, total * (i + 1) / 5, phase_ms()));
-        assert_int_equal(
-            varlog_server_fail_next(x->f.srv, CF_PATH_APPEND, faults[i].code, faults[i].msg, 3),
-            VARLOG_OK);
-    }
+    inject_failures(x, total, 3);
     verdict_t v = run_finish(x, th, 1, false);
     /* "sealed" and RESOURCE_EXHAUSTED are refusals before writing: retried, so only the
      * UNAVAILABLE failures (ambiguous when sent) may have cost calls */
@@ -546,13 +448,7 @@ static void test_injected_failures_topic_all_appended(void **state)
               "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "50", "append.retries",
               "30", "append.retry.maybe.appended", "true", "append.deny.ttl.ms", "100", NULL);
     pthread_t th = start_producer(x);
-    int codes[3] = {14, 9, 8};
-    const char *msgs[3] = {"injected: unavailable", "sealed", "injected: resource exhausted"};
-    for (int i = 0; i < 3; i++) {
-        assert_true(wait_callbacks(x, total * (i + 1) / 5, phase_ms()));
-        assert_int_equal(varlog_server_fail_next(x->f.srv, CF_PATH_APPEND, codes[i], msgs[i], 4),
-                         VARLOG_OK);
-    }
+    inject_failures(x, total, 4);
     verdict_t v = run_finish(x, th, 2, true);
     assert_int_equal(v.ok, total);
     run_free(x);
