@@ -269,9 +269,11 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
             const char *msg = st && st->message ? st->message : "";
             if (err == VARLOG_ERR_END)
                 msg = "the stream ended before every request was answered";
-            if (lane->inflight.head || err != VARLOG_ERR_END || ts->stopping)
+            if (lane->inflight.head || ts->stopping) {
                 app_lane_failed(ts, lane, err, msg);
-            else {
+            } else {
+                /* Nothing was riding on it: the next batch opens a new stream, and only a
+                 * failure that costs a batch counts against the log stream. */
                 rpc_stream_destroy(lane->stream);
                 lane->stream = NULL;
             }
