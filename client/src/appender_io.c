@@ -498,6 +498,11 @@ static void fail_sealed_retries(app_thread_state_t *ts)
     varlog_appender_t *app = ts->app;
     if (!app->fixed_ls)
         return;
+    bool returning = false;
+    for (const app_batch_t *b = app->outboxes[0].head; b && !returning; b = b->next)
+        returning = b->attempts > 0;
+    if (!returning)
+        return;
     md_view_t *v = md_current(app->c);
     const md_log_stream_t *l = md_view_log_stream(v, app->topic_id, app->fixed_ls);
     bool sealed = l && l->sealed;
