@@ -28,8 +28,8 @@
  * result handed to callbacks comes from a small object pool and goes back after them).
  *
  * Batching: a batch is closed when it is full (records or bytes), when appender.linger.ms
- * passed since its first record and a log stream has room in its pipeline, or on flush and
- * close. While every pipeline is full, new records keep filling the open batch.
+ * passed since its first record and no earlier batch is still waiting to be sent, or on
+ * flush and close. While the pipelines are full, new records keep filling the open batch.
  *
  * Outcome and order. Every append call gets exactly one callback:
  *   - success: err VARLOG_OK, outcome APPENDED, metas[i] the position of record i;
