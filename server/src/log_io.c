@@ -474,10 +474,10 @@ static void sub_send_locked(sub_state_t *s, const store_entry_t *e)
         rpc_server_call_send(s->call, &r.base);
         s->cursor = e->glsn + 1;
     } else {
+        /* A real storage node scans SubscribeTo by LLSN and sets only the LLSN (and the data):
+         * topic, log stream and GLSN stay 0 on the wire (checked against a v0.30 node, issue
+         * 11), so a client must not come to rely on them here either. */
         Varlog__Varlogpb__LogEntryMeta meta = VARLOG__VARLOGPB__LOG_ENTRY_META__INIT;
-        meta.topic_id = s->topic_id;
-        meta.log_stream_id = s->ls_id;
-        meta.glsn = e->glsn;
         meta.llsn = e->llsn;
         Varlog__Varlogpb__LogEntry le = VARLOG__VARLOGPB__LOG_ENTRY__INIT;
         le.meta = &meta;

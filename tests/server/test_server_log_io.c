@@ -138,7 +138,8 @@ static void test_tailing(void **state)
     rpc_stream_destroy(bounded);
 }
 
-/* SubscribeTo: an LLSN range with full LogEntry messages; ends after end - 1, tails
+/* SubscribeTo: an LLSN range of LogEntry messages carrying only the LLSN and the data, as a
+ * real storage node sends them (topic, log stream and GLSN are 0); ends after end - 1, tails
  * otherwise. */
 static void test_subscribe_to(void **state)
 {
@@ -149,10 +150,10 @@ static void test_subscribe_to(void **state)
     ProtobufCMessage *m = NULL;
     assert_int_equal(rpc_stream_recv(s, T_TIMEOUT, &m), VARLOG_OK);
     const Varlog__Snpb__SubscribeToResponse *r = (const Varlog__Snpb__SubscribeToResponse *)m;
-    assert_int_equal(r->log_entry->meta->topic_id, 1);
-    assert_int_equal(r->log_entry->meta->log_stream_id, 1);
+    assert_int_equal(r->log_entry->meta->topic_id, 0);
+    assert_int_equal(r->log_entry->meta->log_stream_id, 0);
     assert_int_equal(r->log_entry->meta->llsn, 2);
-    assert_int_equal(r->log_entry->meta->glsn, 3);
+    assert_int_equal(r->log_entry->meta->glsn, 0);
     assert_int_equal(r->log_entry->data.len, 3);
     assert_memory_equal(r->log_entry->data.data, "p-1", 3);
     free_msg(m);
@@ -171,7 +172,7 @@ static void test_subscribe_to(void **state)
     assert_int_equal(subscribe_collect(s, 8, T_TIMEOUT, g, l, &n), VARLOG_ERR_END);
     assert_int_equal(n, 2);
     assert_int_equal(l[1], 7);
-    assert_int_equal(g[1], 8);
+    assert_int_equal(g[1], 0);
     rpc_stream_destroy(s);
 }
 
