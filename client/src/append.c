@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "append_codec.h"
+#include "log_io_codec.h"
 #include "client_internal.h"
 #include "errtext.h"
 #include "outcome.h"

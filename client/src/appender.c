@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "append_codec.h"
+#include "log_io_codec.h"
 #include "appender_internal.h"
 #include "errtext.h"
 #include "wire.h"

@@ -10,7 +10,7 @@
 
 #include <grpc/byte_buffer_reader.h>
 
-#include "append_codec.h"
+#include "log_io_codec.h"
 #include "appender_internal.h"
 #include "outcome.h"
 #include "snpb/log_io.pb-c.h"

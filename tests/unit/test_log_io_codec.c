@@ -1,4 +1,4 @@
-/* The Append messages the appender encodes and decodes by hand (client/src/append_codec.c),
+/* The LogIO messages the client encodes and decodes by hand (client/src/log_io_codec.c),
  * checked against protobuf-c: what we write is what protobuf-c reads, and what protobuf-c
  * writes (plus unknown fields, reordered fields, malformed input) is what we read. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "append_codec.h"
+#include "log_io_codec.h"
 #include "snpb/log_io.pb-c.h"
 
 static void test_request_is_what_protobuf_reads(void **state)
@@ -215,6 +215,167 @@ static void test_malformed_input_is_refused(void **state)
                      VARLOG_ERR_DECODE);
 }
 
+/* ---- SubscribeResponse / SubscribeToResponse ------------------------------------------- */
+
+static uint8_t *pack_subscribe(uint64_t glsn, uint64_t llsn, const char *payload, size_t plen,
+                               size_t *len)
+{
+    Varlog__Snpb__SubscribeResponse m = VARLOG__SNPB__SUBSCRIBE_RESPONSE__INIT;
+    m.glsn = glsn;
+    m.llsn = llsn;
+    m.payload.data = (uint8_t *)payload;
+    m.payload.len = plen;
+    *len = varlog__snpb__subscribe_response__get_packed_size(&m);
+    uint8_t *buf = malloc(*len + 1);
+    varlog__snpb__subscribe_response__pack(&m, buf);
+    return buf;
+}
+
+static uint8_t *pack_subscribe_to(const Varlog__Varlogpb__LogEntryMeta *meta, const char *data,
+                                  size_t dlen, size_t *len)
+{
+    Varlog__Varlogpb__LogEntry e = VARLOG__VARLOGPB__LOG_ENTRY__INIT;
+    e.meta = (Varlog__Varlogpb__LogEntryMeta *)meta;
+    e.data.data = (uint8_t *)data;
+    e.data.len = dlen;
+    Varlog__Snpb__SubscribeToResponse m = VARLOG__SNPB__SUBSCRIBE_TO_RESPONSE__INIT;
+    m.log_entry = &e;
+    *len = varlog__snpb__subscribe_to_response__get_packed_size(&m);
+    uint8_t *buf = malloc(*len + 1);
+    varlog__snpb__subscribe_to_response__pack(&m, buf);
+    return buf;
+}
+
+static void test_subscribe_response_in_place(void **state)
+{
+    (void)state;
+    struct {
+        uint64_t glsn, llsn;
+        const char *payload;
+    } cases[] = {{1, 1, "x"}, {300, 299, "hello"}, {UINT64_MAX, 1ull << 40, ""}, {0, 0, ""}};
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        size_t len;
+        size_t plen = strlen(cases[k].payload);
+        uint8_t *buf = pack_subscribe(cases[k].glsn, cases[k].llsn, cases[k].payload, plen, &len);
+        codec_entry_t e;
+        char why[128];
+        assert_int_equal(codec_read_subscribe_response(buf, len, &e, why, sizeof(why)), VARLOG_OK);
+        assert_int_equal(e.meta.glsn, cases[k].glsn);
+        assert_int_equal(e.meta.llsn, cases[k].llsn);
+        assert_int_equal(e.meta.topic_id, 0);
+        assert_int_equal(e.meta.log_stream_id, 0);
+        assert_int_equal(e.len, plen);
+        if (plen) {
+            /* in place: the payload points into the message */
+            assert_true(e.data >= buf && e.data + e.len <= buf + len);
+            assert_memory_equal(e.data, cases[k].payload, plen);
+        }
+        free(buf);
+    }
+    /* unknown fields skipped, a repeated field: the last one counts (protobuf-c agrees) */
+    uint8_t odd[] = {0x08, 0x05, 0x39, 1,    2,    3,    4,    5,    6,    7,   8,
+                     0x1a, 0x01, 'a',  0x08, 0x07, 0x10, 0x03, 0x1a, 0x02, 'b', 'c'};
+    codec_entry_t e;
+    char why[128];
+    assert_int_equal(codec_read_subscribe_response(odd, sizeof(odd), &e, why, sizeof(why)),
+                     VARLOG_OK);
+    Varlog__Snpb__SubscribeResponse *m =
+        varlog__snpb__subscribe_response__unpack(NULL, sizeof(odd), odd);
+    assert_non_null(m);
+    assert_int_equal(e.meta.glsn, m->glsn);
+    assert_int_equal(e.meta.llsn, m->llsn);
+    assert_int_equal(e.len, m->payload.len);
+    assert_memory_equal(e.data, m->payload.data, e.len);
+    assert_int_equal(e.meta.glsn, 7);
+    varlog__snpb__subscribe_response__free_unpacked(m, NULL);
+}
+
+static void test_subscribe_to_response_in_place(void **state)
+{
+    (void)state;
+    /* what a real storage node sends: the LLSN and the data only */
+    Varlog__Varlogpb__LogEntryMeta meta = VARLOG__VARLOGPB__LOG_ENTRY_META__INIT;
+    meta.llsn = 42;
+    size_t len;
+    uint8_t *buf = pack_subscribe_to(&meta, "data", 4, &len);
+    codec_entry_t e;
+    char why[128];
+    assert_int_equal(codec_read_subscribe_to_response(buf, len, &e, why, sizeof(why)), VARLOG_OK);
+    assert_int_equal(e.meta.llsn, 42);
+    assert_int_equal(e.meta.glsn, 0);
+    assert_int_equal(e.meta.topic_id, 0);
+    assert_int_equal(e.len, 4);
+    assert_true(e.data >= buf && e.data + 4 <= buf + len);
+    assert_memory_equal(e.data, "data", 4);
+    free(buf);
+    /* a full meta, as the wire reference describes it, is read as well */
+    meta.topic_id = 3;
+    meta.log_stream_id = 9;
+    meta.glsn = 1000;
+    buf = pack_subscribe_to(&meta, "", 0, &len);
+    assert_int_equal(codec_read_subscribe_to_response(buf, len, &e, why, sizeof(why)), VARLOG_OK);
+    assert_int_equal(e.meta.topic_id, 3);
+    assert_int_equal(e.meta.log_stream_id, 9);
+    assert_int_equal(e.meta.glsn, 1000);
+    assert_int_equal(e.meta.llsn, 42);
+    assert_int_equal(e.len, 0);
+    free(buf);
+    /* no log entry at all: refused */
+    uint8_t empty[1];
+    assert_int_equal(codec_read_subscribe_to_response(empty, 0, &e, why, sizeof(why)),
+                     VARLOG_ERR_DECODE);
+    assert_string_equal(why, "SubscribeToResponse without a log entry");
+}
+
+/* Every truncation of both messages: ours succeeds exactly when protobuf-c does, with the same
+ * values (SubscribeTo also refuses a message without its log entry). */
+static void test_subscribe_truncations_agree_with_protobuf(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *buf = pack_subscribe(123456789, 77, "payload bytes", 13, &len);
+    for (size_t cut = 0; cut <= len; cut++) {
+        uint8_t *copy = malloc(cut + 1);
+        memcpy(copy, buf, cut);
+        codec_entry_t e;
+        char why[128];
+        varlog_err_t err = codec_read_subscribe_response(copy, cut, &e, why, sizeof(why));
+        Varlog__Snpb__SubscribeResponse *m =
+            varlog__snpb__subscribe_response__unpack(NULL, cut, copy);
+        assert_int_equal(err == VARLOG_OK, m != NULL);
+        if (m) {
+            assert_int_equal(e.meta.glsn, m->glsn);
+            assert_int_equal(e.meta.llsn, m->llsn);
+            assert_int_equal(e.len, m->payload.len);
+            varlog__snpb__subscribe_response__free_unpacked(m, NULL);
+        }
+        free(copy);
+    }
+    free(buf);
+    Varlog__Varlogpb__LogEntryMeta meta = VARLOG__VARLOGPB__LOG_ENTRY_META__INIT;
+    meta.llsn = 5;
+    meta.glsn = 300;
+    buf = pack_subscribe_to(&meta, "abc", 3, &len);
+    for (size_t cut = 0; cut <= len; cut++) {
+        uint8_t *copy = malloc(cut + 1);
+        memcpy(copy, buf, cut);
+        codec_entry_t e;
+        char why[128];
+        varlog_err_t err = codec_read_subscribe_to_response(copy, cut, &e, why, sizeof(why));
+        Varlog__Snpb__SubscribeToResponse *m =
+            varlog__snpb__subscribe_to_response__unpack(NULL, cut, copy);
+        assert_int_equal(err == VARLOG_OK, m != NULL && m->log_entry != NULL);
+        if (err == VARLOG_OK) {
+            assert_int_equal(e.meta.llsn, m->log_entry->meta ? m->log_entry->meta->llsn : 0);
+            assert_int_equal(e.len, m->log_entry->data.len);
+        }
+        if (m)
+            varlog__snpb__subscribe_to_response__free_unpacked(m, NULL);
+        free(copy);
+    }
+    free(buf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +384,9 @@ int main(void)
         cmocka_unit_test(test_unknown_fields_and_field_order),
         cmocka_unit_test(test_error_string_and_missing_meta),
         cmocka_unit_test(test_malformed_input_is_refused),
+        cmocka_unit_test(test_subscribe_response_in_place),
+        cmocka_unit_test(test_subscribe_to_response_in_place),
+        cmocka_unit_test(test_subscribe_truncations_agree_with_protobuf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

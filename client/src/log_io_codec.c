@@ -1,4 +1,4 @@
-#include "append_codec.h"
+#include "log_io_codec.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -242,6 +242,104 @@ varlog_err_t codec_read_append_response(const uint8_t *p, size_t len, varlog_ent
     }
     if (i != n) {
         snprintf(why, why_size, "%zu results for %zu records", i, n);
+        return VARLOG_ERR_DECODE;
+    }
+    return VARLOG_OK;
+}
+
+/* ---- subscribed entries ------------------------------------------------------------------- */
+
+varlog_err_t codec_read_subscribe_response(const uint8_t *p, size_t len, codec_entry_t *out,
+                                           char *why, size_t why_size)
+{
+    memset(out, 0, sizeof(*out));
+    reader_t r = {p, p + len};
+    uint32_t field;
+    unsigned wire;
+    bool ok;
+    while (get_key(&r, &field, &wire, &ok)) {
+        uint64_t v;
+        reader_t sub;
+        if ((field == 1 || field == 2) && wire == 0) {
+            if (!get_varint(&r, &v)) {
+                ok = false;
+                break;
+            }
+            if (field == 1)
+                out->meta.glsn = v;
+            else
+                out->meta.llsn = v;
+        } else if (field == 3 && wire == 2) {
+            if (!get_bytes(&r, &sub)) {
+                ok = false;
+                break;
+            }
+            out->data = sub.p;
+            out->len = (size_t)(sub.end - sub.p);
+        } else if (!skip(&r, wire)) {
+            ok = false;
+            break;
+        }
+    }
+    if (!ok) {
+        snprintf(why, why_size, "malformed SubscribeResponse (%zu bytes)", len);
+        return VARLOG_ERR_DECODE;
+    }
+    return VARLOG_OK;
+}
+
+/* LogEntry {meta = 1, data = 2}; a repeated meta merges into the first, as protobuf does. */
+static bool read_log_entry(reader_t *r, codec_entry_t *out)
+{
+    uint32_t field;
+    unsigned wire;
+    bool ok;
+    while (get_key(r, &field, &wire, &ok)) {
+        reader_t sub;
+        if ((field == 1 || field == 2) && wire == 2) {
+            if (!get_bytes(r, &sub))
+                return false;
+            if (field == 1) {
+                if (!read_meta(&sub, &out->meta))
+                    return false;
+            } else {
+                out->data = sub.p;
+                out->len = (size_t)(sub.end - sub.p);
+            }
+        } else if (!skip(r, wire)) {
+            return false;
+        }
+    }
+    return ok;
+}
+
+varlog_err_t codec_read_subscribe_to_response(const uint8_t *p, size_t len, codec_entry_t *out,
+                                              char *why, size_t why_size)
+{
+    memset(out, 0, sizeof(*out));
+    reader_t r = {p, p + len};
+    uint32_t field;
+    unsigned wire;
+    bool ok, has_entry = false;
+    while (get_key(&r, &field, &wire, &ok)) {
+        reader_t sub;
+        if (field == 1 && wire == 2) {
+            if (!get_bytes(&r, &sub) || !read_log_entry(&sub, out)) {
+                ok = false;
+                break;
+            }
+            has_entry = true;
+        } else if (!skip(&r, wire)) {
+            ok = false;
+            break;
+        }
+    }
+    if (!ok) {
+        snprintf(why, why_size, "malformed SubscribeToResponse (%zu bytes)", len);
+        return VARLOG_ERR_DECODE;
+    }
+    if (!has_entry) {
+        snprintf(why, why_size, "SubscribeToResponse without a log entry");
         return VARLOG_ERR_DECODE;
     }
     return VARLOG_OK;
