@@ -354,8 +354,13 @@ void timer_schedule(server_timer_t *t, timer_item_t *it)
     pthread_mutex_lock(&t->mu);
     bool accepted = t->running && !t->stopping;
     if (accepted) {
-        it->next = t->items;
-        t->items = it;
+        /* At the tail: items due at the same scan fire in the order they were scheduled (a
+         * stream's delayed responses must not overtake each other). */
+        timer_item_t **pp = &t->items;
+        while (*pp)
+            pp = &(*pp)->next;
+        it->next = NULL;
+        *pp = it;
         pthread_cond_signal(&t->cv);
     }
     pthread_mutex_unlock(&t->mu);

@@ -195,8 +195,11 @@ static void append_fire(timer_item_t *it)
     wire_cursor_init(&body, &d->bytes, 1);
     append_process(a, &d->req, body);
     atomic_store(&a->delayed, false);
-    if (!atomic_load(&a->over) && rpc_server_call_pending_sends(a->call) < APPEND_PIPELINE)
-        rpc_server_call_pause_recv(a->call, false);
+    /* Reading resumes on the server thread (append_writable), which also handles the next
+     * request: resuming from here raced with it, and a stream could get a second request
+     * delayed behind the first while the first was being answered. */
+    if (!atomic_load(&a->over))
+        rpc_server_call_wake(a->call);
     append_delayed_free(d);
 }
 
