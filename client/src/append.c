@@ -308,7 +308,7 @@ static bool should_retry(append_op_t *op, const attempt_result_t *r)
 /* The attempts left after the caller's own: each waits a jittered backoff first (b0 before
  * the first retry, b1 before the second, ...), on the engine's timer queue rather than in a
  * worker. */
-static vq_retry_t retry_policy(const varlog_client_t *c, unsigned attempts_left)
+vq_retry_t append_retry_policy(const varlog_client_t *c, unsigned attempts_left)
 {
     vq_retry_t p = {.count = attempts_left - 1,
                     .min_ns = c->conf->append_retry_backoff_ms * 1000000,
@@ -391,10 +391,7 @@ static void retry_release(void *arg)
     append_op_t *op = arg;
     varlog_client_t *c = op->c;
     op_unref(op);
-    pthread_mutex_lock(&c->mu);
-    if (--c->retry_tasks == 0)
-        pthread_cond_broadcast(&c->idle);
-    pthread_mutex_unlock(&c->mu);
+    client_retry_task_end(c);
 }
 
 static vq_task_spec_t retry_spec(append_op_t *op)
@@ -410,7 +407,7 @@ static vq_task_spec_t retry_spec(append_op_t *op)
                            /* The handler honours the call's deadline itself; the engine's
                             * watchdog is only a backstop beyond it. */
                            .timeout_ns = left < 0 ? (int64_t)1 << 61 : (left + grace_ms) * 1000000,
-                           .retry = retry_policy(c, left_attempts)};
+                           .retry = append_retry_policy(c, left_attempts)};
     return spec;
 }
 
@@ -421,14 +418,10 @@ static bool submit_retry(append_op_t *op)
     varlog_client_t *c = op->c;
     vq_task_spec_t spec = retry_spec(op);
     op_ref(op);
-    pthread_mutex_lock(&c->mu);
-    c->retry_tasks++;
-    pthread_mutex_unlock(&c->mu);
+    client_retry_task_begin(c);
     vq_err_t err = vq_engine_submit(c->engine, &spec);
     if (err != VQ_OK) {
-        pthread_mutex_lock(&c->mu);
-        c->retry_tasks--;
-        pthread_mutex_unlock(&c->mu);
+        client_retry_task_end(c);
         atomic_fetch_sub(&op->refs, 1);
         log_line(&c->log, VARLOG_LOG_WARNING, VARLOG_LOG_CTX_RETRY,
                  "retry of an append to topic %d not queued: %s", op->topic_id, vq_err_str(err));

@@ -35,6 +35,17 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     return 0;
 }
 
+/* Takes r off the appender's list of retries out. Called with mu held. */
+static void retry_unlink_locked(varlog_appender_t *app, app_retry_t *r)
+{
+    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
+        if (*p == r) {
+            *p = r->next;
+            return;
+        }
+    }
+}
+
 /* Puts the batches back in front of newer ones, whatever the task's result: the thread
  * fails them if the appender is stopping. */
 static void retry_after(void *arg, int result)
@@ -51,12 +62,7 @@ static void retry_after(void *arg, int result)
         if (r->lane)
             r->lane->held = false;
     }
-    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            break;
-        }
-    }
+    retry_unlink_locked(app, r);
     pthread_cond_signal(&app->wake);
     pthread_mutex_unlock(&app->mu);
 }
@@ -68,21 +74,15 @@ static void retry_release(void *arg)
     varlog_appender_t *app = r->app;
     free(r);
     app_unref(app);
-    pthread_mutex_lock(&c->mu);
-    if (--c->retry_tasks == 0)
-        pthread_cond_broadcast(&c->idle);
-    pthread_mutex_unlock(&c->mu);
+    client_retry_task_end(c);
 }
 
+/* A lane's pause after its n-th consecutive failure (n >= 1): the n-th delay of the appends'
+ * retry policy, before jitter. */
 static int64_t backoff_ns(const varlog_appender_t *app, unsigned failures)
 {
-    const varlog_conf_t *conf = app->c->conf;
-    int64_t d = conf->append_retry_backoff_ms;
-    for (unsigned i = 1; i < failures && d < conf->append_retry_backoff_max_ms; i++)
-        d *= 2;
-    if (d > conf->append_retry_backoff_max_ms)
-        d = conf->append_retry_backoff_max_ms;
-    return d * 1000000;
+    vq_retry_t policy = append_retry_policy(app->c, 1);
+    return vq_backoff_ns(&policy, failures ? failures - 1 : 0, NULL);
 }
 
 /* Hands batches to the engine: a backoff, a lookup, then back to the ready list. In bound
@@ -115,9 +115,7 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
                   .delay_first = true},
     };
     app_ref(app);
-    pthread_mutex_lock(&c->mu);
-    c->retry_tasks++;
-    pthread_mutex_unlock(&c->mu);
+    client_retry_task_begin(c);
     pthread_mutex_lock(&app->mu);
     r->next = app->retries;
     app->retries = r;
@@ -130,20 +128,12 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
         return true;
     }
     pthread_mutex_lock(&app->mu);
-    for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
-        if (*p == r) {
-            *p = r->next;
-            break;
-        }
-    }
+    retry_unlink_locked(app, r);
     if (r->lane)
         lane->held = false;
     app->stats.batches_retried -= batches->n;
     pthread_mutex_unlock(&app->mu);
-    pthread_mutex_lock(&c->mu);
-    if (--c->retry_tasks == 0)
-        pthread_cond_broadcast(&c->idle);
-    pthread_mutex_unlock(&c->mu);
+    client_retry_task_end(c);
     free(r);
     atomic_fetch_sub(&app->refs, 1);
     return false;

@@ -38,6 +38,21 @@ void client_leave(varlog_client_t *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+void client_retry_task_begin(varlog_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    c->retry_tasks++;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void client_retry_task_end(varlog_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->retry_tasks == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->mu);
+}
+
 bool client_closing(varlog_client_t *c)
 {
     pthread_mutex_lock(&c->mu);

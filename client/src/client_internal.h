@@ -71,6 +71,12 @@ varlog_err_t client_enter(varlog_client_t *c);
 void client_leave(varlog_client_t *c);
 bool client_closing(varlog_client_t *c);
 
+/* A task the engine holds that uses the client (an append's or an appender's retry): begin
+ * before submitting it, end once the engine released it (or refused it). Destroy waits until
+ * none is left. */
+void client_retry_task_begin(varlog_client_t *c);
+void client_retry_task_end(varlog_client_t *c);
+
 /* Remaining milliseconds until deadline_ms (< 0 = none → -1); 0 when passed. */
 int64_t client_remaining_ms(int64_t deadline_ms);
 
@@ -101,6 +107,10 @@ typedef struct append_limits {
  * *total_bytes is their payload size; otherwise INVALID_ARG with a text naming the limit. */
 varlog_err_t append_check_records(const append_limits_t *lim, const varlog_record_t *records,
                                   size_t n, uint64_t *total_bytes);
+
+/* append.c: the retry policy of appends (append.retries, append.retry.backoff.ms, .max.ms,
+ * jittered doubling) for a task with attempts_left attempts, each after a delay. */
+vq_retry_t append_retry_policy(const varlog_client_t *c, unsigned attempts_left);
 
 /* append.c: the retry engine's lookups and lifecycle. */
 varlog_err_t append_engine_start(varlog_client_t *c);
