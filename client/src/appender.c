@@ -113,7 +113,7 @@ void app_body_released(void *arg)
     app_unref(app);
 }
 
-varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
+static varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
 {
     pthread_mutex_lock(&app->mu);
     app_batch_t **slots = realloc(app->slots, (app->n_slots + n) * sizeof(*slots));
@@ -144,6 +144,28 @@ varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
         app_slot_free_locked(app, b);
         pthread_mutex_unlock(&app->mu);
     }
+    return VARLOG_OK;
+}
+
+varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls)
+{
+    app_lane_t *lane = app_lane_new(app, ls);
+    app_lane_t **lanes = lane ? realloc(app->lanes, (app->n_lanes + 1) * sizeof(*lanes)) : NULL;
+    if (lanes)
+        app->lanes = lanes;
+    batch_list_t *boxes =
+        lanes ? realloc(app->outboxes, (app->n_lanes + 1) * sizeof(*boxes)) : NULL;
+    if (boxes)
+        app->outboxes = boxes;
+    /* Its pipeline's depth in flight and one waiting. */
+    if (!boxes || app_add_slots(app, app->depth + 1) != VARLOG_OK) {
+        app_lane_free(lane);
+        return VARLOG_ERR_NOMEM;
+    }
+    app->outboxes[app->n_lanes] = (batch_list_t){0};
+    pthread_mutex_lock(&app->mu);
+    app->lanes[app->n_lanes++] = lane;
+    pthread_mutex_unlock(&app->mu);
     return VARLOG_OK;
 }
 
@@ -192,27 +214,23 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->lanes_index = v->applied_index;
     const md_topic_t *t = md_view_topic(v, topic_id);
     size_t n = log_stream_id ? 1 : (t ? t->n_log_streams : 0);
-    app->lanes = calloc(n ? n : 1, sizeof(*app->lanes));
-    app->outboxes = calloc(n ? n : 1, sizeof(*app->outboxes));
-    varlog_err_t err = app->lanes && app->outboxes ? VARLOG_OK : VARLOG_ERR_NOMEM;
+    varlog_err_t err = VARLOG_OK;
+    int32_t ls = 0;
     for (size_t i = 0; err == VARLOG_OK && i < n; i++) {
-        app_lane_t *lane = app_lane_new(app, log_stream_id ? log_stream_id : t->log_stream_ids[i]);
-        if (!lane)
-            err = VARLOG_ERR_NOMEM;
-        else
-            app->lanes[app->n_lanes++] = lane;
+        ls = log_stream_id ? log_stream_id : t->log_stream_ids[i];
+        err = app_add_lane(app, ls);
     }
     md_view_unref(v);
     if (err != VARLOG_OK)
-        return errtext_set(err, "appender: out of memory for %zu log streams", n);
-
-    /* Per log stream, depth batches in flight and one waiting; plus the one being filled. */
-    size_t slots = (n ? n : 1) * (app->depth + 1) + 1;
-    if (app_add_slots(app, slots) != VARLOG_OK)
+        return errtext_set(
+            err, "appender: out of memory for log stream %d (%zu batch slots of %zu bytes)", ls,
+            app->depth + 1, app->slot_cap);
+    /* The batch being filled; a topic without log streams yet gets a lane's worth too. */
+    size_t extra = n ? 1 : app->depth + 2;
+    if (app_add_slots(app, extra) != VARLOG_OK)
         return errtext_set(VARLOG_ERR_NOMEM,
-                           "appender: out of memory for %zu batch slots of %zu "
-                           "bytes",
-                           slots, app->slot_cap);
+                           "appender: out of memory for %zu batch slots of %zu bytes", extra,
+                           app->slot_cap);
     /* One result object per run of callbacks: a few cover the thread (and a spare). */
     if (vq_objpool_create(4, sizeof(varlog_append_result_t), 1, &app->results) != VQ_OK)
         return errtext_set(VARLOG_ERR_NOMEM, "appender: out of memory for the result pool");
@@ -479,9 +497,12 @@ varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t timeout_ms,
     return err;
 }
 
-/* Stops intake and the thread, which settles everything left (CLOSED), and waits for it.
- * Idempotent; safe against a concurrent call (client destroy and close). */
-static varlog_err_t app_shutdown(varlog_appender_t *app, int64_t timeout_ms)
+/* Stops intake and the thread, which settles everything left (CLOSED), waits for it and
+ * joins it (once, whoever gets there first: client destroy and close may both call this).
+ * detach: the client is being destroyed, forget it. Returns the flush's result and, in
+ * *client (optional), the client the appender still belongs to. */
+static varlog_err_t app_shutdown(varlog_appender_t *app, int64_t timeout_ms, bool detach,
+                                 varlog_client_t **client)
 {
     pthread_mutex_lock(&app->mu);
     app->closing = true;
@@ -492,7 +513,15 @@ static varlog_err_t app_shutdown(varlog_appender_t *app, int64_t timeout_ms)
     pthread_cond_signal(&app->wake);
     while (!app->thread_done)
         pthread_cond_wait(&app->settled, &app->mu);
+    bool join = app->joinable;
+    app->joinable = false;
+    if (detach)
+        app->c = NULL;
+    if (client)
+        *client = app->c;
     pthread_mutex_unlock(&app->mu);
+    if (join)
+        pthread_join(app->thread, NULL);
     if (err != VARLOG_OK)
         errtext_set(err, "appender_close: %zu append calls were not settled in time (CLOSED)",
                     left);
@@ -508,15 +537,8 @@ varlog_err_t varlog_appender_close(varlog_appender_t **appp, int64_t timeout_ms)
         return errtext_set(VARLOG_ERR_STATE,
                            "appender_close: called from the appender's own callback, it would "
                            "wait for itself");
-    varlog_err_t err = app_shutdown(app, timeout_ms);
-    /* Joined once, by whoever gets here first after the thread finished. */
-    pthread_mutex_lock(&app->mu);
-    bool join = app->joinable;
-    app->joinable = false;
-    varlog_client_t *c = app->c;
-    pthread_mutex_unlock(&app->mu);
-    if (join)
-        pthread_join(app->thread, NULL);
+    varlog_client_t *c = NULL;
+    varlog_err_t err = app_shutdown(app, timeout_ms, false, &c);
     if (c)
         client_remove_appender(c, app);
     *appp = NULL;
@@ -537,14 +559,7 @@ void appenders_close_all(varlog_client_t *c)
         pthread_mutex_unlock(&c->mu);
         if (!app)
             return;
-        app_shutdown(app, 0);
-        pthread_mutex_lock(&app->mu);
-        bool join = app->joinable;
-        app->joinable = false;
-        app->c = NULL;
-        pthread_mutex_unlock(&app->mu);
-        if (join)
-            pthread_join(app->thread, NULL);
+        app_shutdown(app, 0, true, NULL);
         app_unref(app);
     }
 }

@@ -164,8 +164,10 @@ void app_ref(varlog_appender_t *app);
 void app_unref(varlog_appender_t *app);
 /* A slot whose batch settled, back to the free list; called with mu held. */
 void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b);
-/* Adds slots for a new lane. Called by the thread without mu. */
-varlog_err_t app_add_slots(varlog_appender_t *app, size_t n);
+/* Adds a lane for log stream ls, with its transmit-queue slots (depth + 1). Called before
+ * the thread starts, then only by the thread, without mu. NOMEM leaves the lanes as they
+ * were. */
+varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls);
 
 /* How long a stream being ended may take to report its sends and its status. */
 #define APP_SEND_SETTLE_MS 1000

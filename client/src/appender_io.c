@@ -169,25 +169,8 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
     varlog_appender_t *app = ts->app;
     if (!outbox->head)
         return;
-    if (!lane->stream) {
-        char why[200];
-        varlog_err_t err = lane_open(ts, lane, why, sizeof(why));
-        if (err != VARLOG_OK) {
-            /* Nothing was sent: the batches go through the same verdicts as a failed
-             * stream's, as never sent. */
-            size_t n = outbox->n;
-            app_batch_t *b;
-            while ((b = blist_pop(outbox))) {
-                b->attempts++;
-                blist_push(&lane->inflight, b);
-            }
-            atomic_fetch_add(&app->inflight_batches, n);
-            if (err == VARLOG_ERR_UNKNOWN_LOG_STREAM && !app->fixed_ls)
-                lane->gone = true;
-            app_lane_failed(ts, lane, err, why);
-            return;
-        }
-    }
+    char why[200];
+    varlog_err_t err = lane->stream ? VARLOG_OK : lane_open(ts, lane, why, sizeof(why));
     uint8_t head[CODEC_HEAD_MAX];
     size_t head_len = codec_put_head(head, app->topic_id, lane->ls);
     int64_t now = wire_now_ms();
@@ -195,19 +178,29 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
     bool broken = false;
     app_batch_t *b;
     while ((b = blist_pop(outbox))) {
+        b->attempts++;
+        b->sent_ms = now;
+        blist_push(&lane->inflight, b);
+        n++;
+        if (err != VARLOG_OK || broken)
+            continue;
         if (!atomic_load(&b->has_body)) {
             app_ref(app);
             b->body = grpc_slice_new_with_user_data(b->buf, b->len, app_body_released, b);
             atomic_store(&b->has_body, true);
         }
-        b->attempts++;
-        b->sent_ms = now;
-        blist_push(&lane->inflight, b);
-        n++;
-        if (!broken && rpc_stream_send_shared(lane->stream, head, head_len, b->body) != VARLOG_OK)
+        if (rpc_stream_send_shared(lane->stream, head, head_len, b->body) != VARLOG_OK)
             broken = true; /* the stream failed: its end settles this batch and the rest */
     }
     atomic_fetch_add(&app->inflight_batches, n);
+    if (err != VARLOG_OK) {
+        /* No stream: nothing was sent, and the batches go through the same verdicts as a
+         * failed stream's. */
+        if (err == VARLOG_ERR_UNKNOWN_LOG_STREAM && !app->fixed_ls)
+            lane->gone = true;
+        app_lane_failed(ts, lane, err, why);
+        return;
+    }
     pthread_mutex_lock(&app->mu);
     app->stats.batches_sent += n;
     pthread_mutex_unlock(&app->mu);
@@ -337,6 +330,7 @@ static void refresh_lanes(app_thread_state_t *ts)
     varlog_appender_t *app = ts->app;
     varlog_client_t *c = app->c;
     md_view_t *v = md_current(c);
+    bool complete = true;
     if (v->applied_index != app->lanes_index && !app->fixed_ls) {
         const md_topic_t *t = md_view_topic(v, app->topic_id);
         for (size_t i = 0; t && i < t->n_log_streams; i++) {
@@ -346,32 +340,18 @@ static void refresh_lanes(app_thread_state_t *ts)
                 known = app->lanes[j]->ls == ls;
             if (known)
                 continue;
-            app_lane_t *lane = app_lane_new(app, ls);
-            app_lane_t **lanes =
-                lane ? realloc(app->lanes, (app->n_lanes + 1) * sizeof(*lanes)) : NULL;
-            batch_list_t *boxes =
-                lanes ? realloc(app->outboxes, (app->n_lanes + 1) * sizeof(*boxes)) : NULL;
-            if (!boxes || app_add_slots(app, app->depth + 1) != VARLOG_OK) {
-                if (lanes)
-                    app->lanes = lanes;
-                if (boxes)
-                    app->outboxes = boxes;
-                app_lane_free(lane);
-                break; /* out of memory: the next version tries again */
+            if (app_add_lane(app, ls) != VARLOG_OK) {
+                complete = false; /* out of memory: the next round tries again */
+                break;
             }
-            app->outboxes = boxes;
-            app->outboxes[app->n_lanes] = (batch_list_t){0};
-            pthread_mutex_lock(&app->mu);
-            lanes[app->n_lanes++] = lane;
-            app->lanes = lanes;
-            pthread_mutex_unlock(&app->mu);
             log_line(&c->log, VARLOG_LOG_INFO, VARLOG_LOG_CTX_APPEND,
                      "appender of topic %d: log stream %d joined", app->topic_id, ls);
         }
         for (size_t j = 0; j < app->n_lanes; j++)
             app->lanes[j]->gone = !md_view_log_stream(v, app->topic_id, app->lanes[j]->ls);
     }
-    app->lanes_index = v->applied_index;
+    if (complete)
+        app->lanes_index = v->applied_index;
     md_view_unref(v);
     if (app->fixed_ls)
         return;
@@ -530,15 +510,10 @@ static void stop_all(app_thread_state_t *ts)
 {
     varlog_appender_t *app = ts->app;
     ts->stopping = true;
+    batch_list_t left = {0};
     for (size_t i = 0; i < app->n_lanes; i++) {
         app_lane_t *lane = app->lanes[i];
-        batch_list_t *box = &app->outboxes[i];
-        app_batch_t *b;
-        while ((b = blist_pop(box))) {
-            app_batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
-                           b->attempts ? "could be sent again" : "was sent");
-            blist_push(&ts->settled, b);
-        }
+        blist_merge(&left, &app->outboxes[i]);
         if (!lane->stream)
             continue;
         /* Answers that arrived before the cancel still count; the stream's end then settles
@@ -547,7 +522,6 @@ static void stop_all(app_thread_state_t *ts)
         lane_drain(ts, lane, APP_SEND_SETTLE_MS);
     }
     pthread_mutex_lock(&app->mu);
-    batch_list_t left = {0};
     for (app_retry_t *r = app->retries; r; r = r->next) {
         if (!r->taken) {
             r->taken = true;
@@ -555,7 +529,6 @@ static void stop_all(app_thread_state_t *ts)
         }
     }
     blist_merge(&left, &app->ready);
-    app->ready = (batch_list_t){0};
     if (app->open && app->open->n_records > 0) {
         app->open->state = SLOT_READY;
         blist_push(&left, app->open);
