@@ -3,7 +3,6 @@
  * streams, sends retries to the engine, and runs every callback. See appender_internal.h
  * for who owns what. */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,6 @@
 
 #include "log_io_codec.h"
 #include "appender_internal.h"
-#include "outcome.h"
 #include "snpb/log_io.pb-c.h"
 #include "wire.h"
 
