@@ -40,11 +40,22 @@ static void view_free(md_view_t *v)
     for (size_t i = 0; i < v->n_topics; i++)
         free(v->topics[i].log_stream_ids);
     free(v->topics);
+    for (size_t i = 0; i < v->n_log_streams; i++)
+        free(v->log_streams[i].replicas);
     free(v->log_streams);
     for (size_t i = 0; i < v->n_nodes; i++)
         free(v->node_addresses[i]);
     free(v->node_addresses);
     free(v);
+}
+
+/* The address of storage node id among the view's nodes (node_ids parallel to them). */
+static const char *node_address(const md_view_t *v, const int32_t *node_ids, int32_t id)
+{
+    for (size_t k = 0; k < v->n_nodes; k++)
+        if (node_ids[k] == id)
+            return v->node_addresses[k];
+    return NULL;
 }
 
 md_view_t *md_view_build(const ProtobufCMessage *msg)
@@ -84,14 +95,19 @@ md_view_t *md_view_build(const ProtobufCMessage *msg)
         ls->log_stream_id = d->log_stream_id;
         ls->sealed = d->status == VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALED ||
                      d->status == VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALING;
-        /* replicas[0] is the primary: the only replica that accepts appends. */
-        if (d->n_replicas > 0 && d->replicas[0]) {
-            for (size_t k = 0; k < v->n_nodes; k++) {
-                if (node_ids[k] == d->replicas[0]->storage_node_id) {
-                    ls->primary = v->node_addresses[k];
-                    break;
-                }
-            }
+        ls->replicas = calloc(d->n_replicas + 1, sizeof(char *));
+        if (!ls->replicas) {
+            free(node_ids);
+            goto fail;
+        }
+        for (size_t r = 0; r < d->n_replicas; r++) {
+            const char *addr =
+                d->replicas[r] ? node_address(v, node_ids, d->replicas[r]->storage_node_id) : NULL;
+            /* replicas[0] is the primary: the only replica that accepts appends. */
+            if (r == 0)
+                ls->primary = addr;
+            if (addr)
+                ls->replicas[ls->n_replicas++] = addr;
         }
     }
     free(node_ids);

@@ -18,6 +18,10 @@ typedef struct md_log_stream {
     int32_t log_stream_id;
     bool sealed;         /* LS_STATUS_SEALED or SEALING in the metadata */
     const char *primary; /* address of replicas[0]'s storage node; NULL if unresolvable */
+    /* Addresses of the replicas' storage nodes in the metadata's order (replicas[0] is the
+     * primary), those that resolve only: readers (subscribe, peek, trim) try them in turn. */
+    size_t n_replicas;
+    const char **replicas;
 } md_log_stream_t;
 
 typedef struct md_topic {
