@@ -68,7 +68,7 @@ static void app_free(varlog_appender_t *app)
         free(app->slots[i]);
     }
     free(app->slots);
-    free(app->scratch);
+    wire_scratch_free(&app->scratch);
     if (app->results)
         vq_objpool_destroy(app->results);
     pthread_cond_destroy(&app->space);

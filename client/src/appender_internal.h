@@ -137,10 +137,9 @@ struct varlog_appender {
 
     app_lane_t **lanes; /* the thread's; appended to, never shrunk */
     size_t n_lanes;
-    uint64_t lanes_index; /* metadata applied index the lanes were built from */
-    size_t rr;            /* round-robin start of the lane pick */
-    uint8_t *scratch;     /* an answer laid out flat */
-    size_t scratch_cap;
+    uint64_t lanes_index;   /* metadata applied index the lanes were built from */
+    size_t rr;              /* round-robin start of the lane pick */
+    wire_scratch_t scratch; /* an answer laid out flat */
 
     /* The result objects callbacks receive: one is taken per run of callbacks, filled for
      * each call in turn and given back after the last callback. */

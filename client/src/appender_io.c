@@ -208,40 +208,6 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
 
 /* ---- answers ------------------------------------------------------------------------------- */
 
-/* The answer's bytes in one piece: in place when gRPC delivered one slice, else copied into
- * the thread's scratch buffer (grown once to the largest answer seen). */
-static const uint8_t *flatten(varlog_appender_t *app, grpc_byte_buffer *bb, size_t *len)
-{
-    if (bb->type == GRPC_BB_RAW && bb->data.raw.compression == GRPC_COMPRESS_NONE &&
-        bb->data.raw.slice_buffer.count == 1) {
-        grpc_slice s = bb->data.raw.slice_buffer.slices[0];
-        *len = GRPC_SLICE_LENGTH(s);
-        return GRPC_SLICE_START_PTR(s);
-    }
-    size_t total = grpc_byte_buffer_length(bb);
-    if (total > app->scratch_cap) {
-        uint8_t *p = realloc(app->scratch, total);
-        if (!p)
-            return NULL;
-        app->scratch = p;
-        app->scratch_cap = total;
-    }
-    grpc_byte_buffer_reader r;
-    if (!grpc_byte_buffer_reader_init(&r, bb))
-        return NULL;
-    size_t off = 0;
-    grpc_slice s;
-    while (grpc_byte_buffer_reader_next(&r, &s)) {
-        size_t l = GRPC_SLICE_LENGTH(s);
-        memcpy(app->scratch + off, GRPC_SLICE_START_PTR(s), l);
-        off += l;
-        grpc_slice_unref(s);
-    }
-    grpc_byte_buffer_reader_destroy(&r);
-    *len = off;
-    return app->scratch;
-}
-
 /* Matches every answer waiting on lane's stream with its batch, and settles the stream if it
  * ended. */
 static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms)
@@ -278,7 +244,7 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
         }
         atomic_fetch_sub(&app->inflight_batches, 1);
         size_t len = 0;
-        const uint8_t *p = flatten(app, bb, &len);
+        const uint8_t *p = wire_flatten(bb, &app->scratch, &len);
         char why[160] = "out of memory for an answer";
         varlog_err_t derr =
             p ? codec_read_append_response(p, len, b->metas, b->n_records, why, sizeof(why))

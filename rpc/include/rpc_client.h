@@ -83,6 +83,10 @@ typedef struct rpc_stream_opts {
      * when > 0: a caller whose own deadline is fixed gives it as is, so time spent before
      * the call starts cannot extend it. */
     int64_t deadline_ms;
+    /* Received bytes buffered (0 = no bound), as recv_window: the next receive is armed only
+     * while the buffered messages hold fewer, so a message larger than the bound still gets
+     * through, alone. */
+    size_t recv_window_bytes;
 } rpc_stream_opts_t;
 
 /* Opens a call. request (borrowed) is required for RPC_STREAM_SERVER and, for

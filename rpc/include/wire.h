@@ -52,6 +52,18 @@ grpc_byte_buffer *wire_pack(const ProtobufCMessage *msg);
  * NULL when bb is not a valid encoding of desc. Single-slice buffers are decoded in place. */
 ProtobufCMessage *wire_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_buffer *bb);
 
+/* A buffer reused to put received messages in one piece. */
+typedef struct wire_scratch {
+    uint8_t *p;
+    size_t cap;
+} wire_scratch_t;
+
+/* bb's bytes in one piece, their length in *len: in place when bb is one uncompressed slice
+ * (the usual case), else copied into scratch, which grows to the largest message seen and
+ * is reused. Valid while bb lives and until scratch's next use. NULL when memory runs out. */
+const uint8_t *wire_flatten(grpc_byte_buffer *bb, wire_scratch_t *scratch, size_t *len);
+void wire_scratch_free(wire_scratch_t *scratch);
+
 /* Reading a received message in place: a cursor over the slices of a byte buffer, so that a
  * message that arrived in several slices is decoded without the copy that
  * grpc_byte_buffer_reader_readall makes. The cursor borrows the slices: they must outlive it.

@@ -39,6 +39,7 @@ struct rpc_stream {
     grpc_byte_buffer *recv_bb;
     bool recv_armed, recv_eof;
     bb_fifo_t received;
+    size_t received_bytes; /* of the messages in `received`, counted with recv_window_bytes */
 
     /* status */
     grpc_metadata_array trailing_md;
@@ -105,6 +106,8 @@ static bool start_batch_locked(rpc_stream_t *s, const grpc_op *ops, size_t n, st
 static void arm_recv_locked(rpc_stream_t *s)
 {
     if (s->recv_armed || s->recv_eof || s->finished || s->received.count >= s->opts.recv_window)
+        return;
+    if (s->opts.recv_window_bytes > 0 && s->received_bytes >= s->opts.recv_window_bytes)
         return;
     grpc_op op;
     memset(&op, 0, sizeof(op));
@@ -209,7 +212,10 @@ static void on_recv_done(struct rpc_tag *tag, bool ok)
     s->tags_pending--;
     s->recv_armed = false;
     if (ok && s->recv_bb) {
-        if (!bb_fifo_push(&s->received, s->recv_bb)) {
+        size_t len = s->opts.recv_window_bytes > 0 ? grpc_byte_buffer_length(s->recv_bb) : 0;
+        if (bb_fifo_push(&s->received, s->recv_bb)) {
+            s->received_bytes += len;
+        } else {
             grpc_byte_buffer_destroy(s->recv_bb);
             set_sticky(s, VARLOG_ERR_NOMEM);
             grpc_call_cancel(s->link.call, NULL);
@@ -494,6 +500,8 @@ varlog_err_t rpc_stream_recv_buffer(rpc_stream_t *s, int64_t timeout_ms, grpc_by
     for (;;) {
         grpc_byte_buffer *bb = bb_fifo_pop(&s->received);
         if (bb) {
+            if (s->opts.recv_window_bytes > 0)
+                s->received_bytes -= grpc_byte_buffer_length(bb);
             arm_recv_locked(s);
             pthread_mutex_unlock(&s->mu);
             *out = bb;

@@ -42,6 +42,52 @@ ProtobufCMessage *wire_unpack(const ProtobufCMessageDescriptor *desc, grpc_byte_
     return msg;
 }
 
+const uint8_t *wire_flatten(grpc_byte_buffer *bb, wire_scratch_t *scratch, size_t *len)
+{
+    if (bb->type == GRPC_BB_RAW && bb->data.raw.compression == GRPC_COMPRESS_NONE &&
+        bb->data.raw.slice_buffer.count == 1) {
+        /* By address: a small slice keeps its bytes inline, in the struct itself. */
+        const grpc_slice *s = &bb->data.raw.slice_buffer.slices[0];
+        *len = GRPC_SLICE_LENGTH(*s);
+        return GRPC_SLICE_START_PTR(*s);
+    }
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return NULL;
+    size_t off = 0;
+    grpc_slice s;
+    bool ok = true;
+    while (grpc_byte_buffer_reader_next(&r, &s)) {
+        size_t l = GRPC_SLICE_LENGTH(s);
+        if (ok && off + l > scratch->cap) {
+            /* Grown by doubling: a decompressed buffer's length is known only as it is read. */
+            size_t cap = scratch->cap ? scratch->cap : 256;
+            while (cap < off + l)
+                cap *= 2;
+            uint8_t *p = realloc(scratch->p, cap);
+            if (p) {
+                scratch->p = p;
+                scratch->cap = cap;
+            } else {
+                ok = false;
+            }
+        }
+        if (ok)
+            memcpy(scratch->p + off, GRPC_SLICE_START_PTR(s), l);
+        off += l;
+        grpc_slice_unref(s);
+    }
+    grpc_byte_buffer_reader_destroy(&r);
+    *len = off;
+    return ok ? (off ? scratch->p : (const uint8_t *)"") : NULL;
+}
+
+void wire_scratch_free(wire_scratch_t *scratch)
+{
+    free(scratch->p);
+    *scratch = (wire_scratch_t){0};
+}
+
 /* Enters the next non-empty slice; false at the end of the data. */
 static bool cursor_advance(wire_cursor_t *c)
 {

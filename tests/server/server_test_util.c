@@ -81,14 +81,10 @@ varlog_err_t append_batches(srv_fixture_t *f, int32_t topic, int32_t ls, size_t 
                             uint64_t *first_glsn, uint64_t *first_llsn, size_t *answered,
                             rpc_status_t *st)
 {
-    rpc_stream_opts_t o = {RPC_STREAM_BIDI,
-                           &varlog__snpb__append_response__descriptor,
-                           64,
-                           T_TIMEOUT,
-                           false,
-                           NULL,
-                           NULL,
-                           0};
+    rpc_stream_opts_t o = {.kind = RPC_STREAM_BIDI,
+                           .response = &varlog__snpb__append_response__descriptor,
+                           .recv_window = 64,
+                           .timeout_ms = T_TIMEOUT};
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &s), VARLOG_OK);
     for (size_t i = 0; i < n_reqs; i++) {
@@ -140,15 +136,11 @@ varlog_err_t append_batches(srv_fixture_t *f, int32_t topic, int32_t ls, size_t 
 rpc_stream_t *subscribe_open(srv_fixture_t *f, bool by_llsn, int32_t topic, int32_t ls,
                              uint64_t begin, uint64_t end, size_t window)
 {
-    rpc_stream_opts_t o = {RPC_STREAM_SERVER,
-                           by_llsn ? &varlog__snpb__subscribe_to_response__descriptor
-                                   : &varlog__snpb__subscribe_response__descriptor,
-                           window ? window : 16,
-                           -1,
-                           false,
-                           NULL,
-                           NULL,
-                           0};
+    rpc_stream_opts_t o = {.kind = RPC_STREAM_SERVER,
+                           .response = by_llsn ? &varlog__snpb__subscribe_to_response__descriptor
+                                               : &varlog__snpb__subscribe_response__descriptor,
+                           .recv_window = window ? window : 16,
+                           .timeout_ms = -1};
     rpc_stream_t *s = NULL;
     if (by_llsn) {
         Varlog__Snpb__SubscribeToRequest r = VARLOG__SNPB__SUBSCRIBE_TO_REQUEST__INIT;

@@ -471,14 +471,14 @@ static void test_store_chunks_freed_by_trim(void **state)
 static varlog_err_t append_raw(srv_fixture_t *f, grpc_slice *bodies, size_t n, uint64_t *first,
                                size_t *answered, rpc_status_t *st)
 {
-    rpc_stream_opts_t o = {RPC_STREAM_BIDI,
-                           &varlog__snpb__append_response__descriptor,
-                           64,
-                           T_TIMEOUT,
-                           false,
-                           NULL,
-                           NULL,
-                           0};
+    rpc_stream_opts_t o = {.kind = RPC_STREAM_BIDI,
+                           .response = &varlog__snpb__append_response__descriptor,
+                           .recv_window = 64,
+                           .timeout_ms = T_TIMEOUT,
+                           .wait_for_ready = false,
+                           .notify = NULL,
+                           .notify_arg = NULL,
+                           .deadline_ms = 0};
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &s), VARLOG_OK);
     /* A request after one the server refuses can find the stream already ended (its status

@@ -155,14 +155,14 @@ static void test_delay_then_stop(void **state)
     assert_int_equal(varlog_server_delay(f->srv, M_PATH_APPEND, 60000), VARLOG_OK);
     assert_int_equal(varlog_server_delay(f->srv, M_PATH_REPLICA_MD, 60000), VARLOG_OK);
     assert_int_equal(varlog_server_delay(f->srv, M_PATH_SUBSCRIBE, 60000), VARLOG_OK);
-    rpc_stream_opts_t o = {RPC_STREAM_BIDI,
-                           &varlog__snpb__append_response__descriptor,
-                           4,
-                           T_TIMEOUT,
-                           false,
-                           NULL,
-                           NULL,
-                           0};
+    rpc_stream_opts_t o = {.kind = RPC_STREAM_BIDI,
+                           .response = &varlog__snpb__append_response__descriptor,
+                           .recv_window = 4,
+                           .timeout_ms = T_TIMEOUT,
+                           .wait_for_ready = false,
+                           .notify = NULL,
+                           .notify_arg = NULL,
+                           .deadline_ms = 0};
     rpc_stream_t *a = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &a), VARLOG_OK);
     Varlog__Snpb__AppendRequest *r = append_request(1, 1, 1, "d");

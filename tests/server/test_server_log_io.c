@@ -286,14 +286,14 @@ static void expect_append_error(srv_fixture_t *f, const Varlog__Snpb__AppendRequ
                                 size_t n, size_t answered_want, varlog_err_t code,
                                 const char *message)
 {
-    rpc_stream_opts_t o = {RPC_STREAM_BIDI,
-                           &varlog__snpb__append_response__descriptor,
-                           16,
-                           T_TIMEOUT,
-                           false,
-                           NULL,
-                           NULL,
-                           0};
+    rpc_stream_opts_t o = {.kind = RPC_STREAM_BIDI,
+                           .response = &varlog__snpb__append_response__descriptor,
+                           .recv_window = 16,
+                           .timeout_ms = T_TIMEOUT,
+                           .wait_for_ready = false,
+                           .notify = NULL,
+                           .notify_arg = NULL,
+                           .deadline_ms = 0};
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &s), VARLOG_OK);
     for (size_t i = 0; i < n; i++)
@@ -477,14 +477,14 @@ static rpc_stream_t *append_big(srv_fixture_t *f, rpc_stream_t *a, size_t entrie
         /* No deadline for the whole call: a caller keeps the stream across a long phase
          * (opening and reading the many subscribers took over 10 s under TSan on a loaded
          * machine, and the call then ended DEADLINE_EXCEEDED); each receive is bounded. */
-        rpc_stream_opts_t o = {RPC_STREAM_BIDI,
-                               &varlog__snpb__append_response__descriptor,
-                               4,
-                               -1,
-                               false,
-                               NULL,
-                               NULL,
-                               0};
+        rpc_stream_opts_t o = {.kind = RPC_STREAM_BIDI,
+                               .response = &varlog__snpb__append_response__descriptor,
+                               .recv_window = 4,
+                               .timeout_ms = -1,
+                               .wait_for_ready = false,
+                               .notify = NULL,
+                               .notify_arg = NULL,
+                               .deadline_ms = 0};
         assert_int_equal(rpc_stream_open(f->client, f->addr, M_PATH_APPEND, &o, NULL, &a),
                          VARLOG_OK);
     }
