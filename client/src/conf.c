@@ -124,6 +124,30 @@ static const conf_property_t props[] = {
              "bytes",
              "Most payload bytes a pipelined appender holds, counted as "
              "appender.queue.max.records."),
+    INT_PROP("subscribe.prefetch.entries", subscribe_prefetch_entries, "256", 1, 1000000, "entries",
+             "Entries a subscription buffers per log stream before it stops receiving from "
+             "that log stream's storage node (gRPC's flow control then holds the node back). "
+             "With subscribe.prefetch.bytes it bounds a subscription's memory whatever its "
+             "range."),
+    INT_PROP("subscribe.prefetch.bytes", subscribe_prefetch_bytes, "4194304", 0, INT64_MAX, "bytes",
+             "Received bytes a subscription buffers per log stream, as "
+             "subscribe.prefetch.entries; an entry larger than this still gets through, alone. "
+             "0 bounds entries only."),
+    INT_PROP("subscribe.retries", subscribe_retries, "10", 0, 1000000, "",
+             "Times in a row a subscription opens a log stream's stream again after it broke "
+             "without delivering an entry; one more failure ends the subscription with that "
+             "error. Delivering an entry resets the count."),
+    INT_PROP("subscribe.retry.backoff.ms", subscribe_retry_backoff_ms, "50", 1, 60000, MS,
+             "Base delay before a subscription opens a broken stream again; it doubles with "
+             "each failure in a row, up to subscribe.retry.backoff.max.ms, drawn from [d/2, "
+             "d)."),
+    INT_PROP("subscribe.retry.backoff.max.ms", subscribe_retry_backoff_max_ms, "2000", 1, 600000,
+             MS, "Cap of the delay before a broken subscription stream is opened again."),
+    INT_PROP("subscribe.stall.timeout.ms", subscribe_stall_timeout_ms, "5000", 0, 3600000, MS,
+             "A log stream's stream that received nothing for this long while the subscription "
+             "waits for it (another log stream already holds a later GLSN, so the wanted one "
+             "exists) is taken for a hung node and opened again on the next replica. 0 never "
+             "does. A subscription tailing an idle topic waits without churn."),
     INT_PROP("retry.workers", retry_workers, "8", 1, 256, "threads",
              "Worker threads that run append retries."),
     INT_PROP("lookup.batch.size", lookup_batch_size, "8", 0, 100, "keys",
@@ -660,6 +684,8 @@ typedef struct conf_order_rule {
 static const conf_order_rule_t order_rules[] = {
     ORDER_RULE("append.retry.backoff.ms", append_retry_backoff_ms, "append.retry.backoff.max.ms",
                append_retry_backoff_max_ms, ""),
+    ORDER_RULE("subscribe.retry.backoff.ms", subscribe_retry_backoff_ms,
+               "subscribe.retry.backoff.max.ms", subscribe_retry_backoff_max_ms, ""),
     ORDER_RULE("lookup.batch.size", lookup_batch_size, "retry.workers", retry_workers,
                ": each waiting lookup holds a retry worker, so the batch could never fill"),
     ORDER_RULE("append.record.max.bytes", append_record_max_bytes, "append.batch.max.bytes",

@@ -30,6 +30,12 @@ struct varlog_conf {
     int64_t appender_batch_max_bytes;
     int64_t appender_queue_max_records;
     int64_t appender_queue_max_bytes;
+    int64_t subscribe_prefetch_entries;
+    int64_t subscribe_prefetch_bytes; /* 0 = entries only */
+    int64_t subscribe_retries;
+    int64_t subscribe_retry_backoff_ms;
+    int64_t subscribe_retry_backoff_max_ms;
+    int64_t subscribe_stall_timeout_ms; /* 0 = never */
     int64_t retry_workers;
     int64_t lookup_batch_size; /* 0 = batching off */
     int64_t lookup_batch_wait_ms;

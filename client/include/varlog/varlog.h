@@ -9,5 +9,6 @@
 #include "varlog/conf.h"
 #include "varlog/client.h"
 #include "varlog/appender.h"
+#include "varlog/subscribe.h"
 
 #endif

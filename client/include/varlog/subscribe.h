@@ -1,0 +1,198 @@
+#ifndef VARLOG_SUBSCRIBE_H
+#define VARLOG_SUBSCRIBE_H
+
+/*
+ * Reading the log: a topic in global order (GLSN), one log stream in local order (LLSN),
+ * the first and last entry of a log stream, and trimming a topic's prefix.
+ *
+ * varlog_subscribe opens one Subscribe stream per log stream of the topic (log streams added
+ * to the topic later join when the client's metadata shows them) and merges them: entries
+ * come out in strictly increasing GLSN, each GLSN of [begin, end) exactly once, with no gap
+ * (Varlog numbers a topic's entries densely; a GLSN no log stream holds, such as one below
+ * the first entry, is passed over only once every log stream has shown an entry beyond it).
+ * An end of VARLOG_GLSN_MAX tails the topic for ever.
+ *
+ * Two forms, the same semantics:
+ *   - handlers: the subscription's own thread ("varlog-sub") calls on_entry for each entry,
+ *     then exactly one of on_end (the range is complete) or on_error (a failure it cannot
+ *     recover from), unless varlog_subscription_close came first;
+ *   - iterator: the application calls varlog_subscription_next, which returns the next
+ *     entry, TIMED_OUT, END, or the error, on the caller's thread.
+ *
+ * Memory is bounded whatever the range: per log stream at most subscribe.prefetch.entries
+ * entries and subscribe.prefetch.bytes bytes are buffered (plus the one being merged). A
+ * consumer slower than the writers stops the receives, and gRPC's flow control stops the
+ * storage node. Entries are read in place from the received messages: nothing is copied and
+ * nothing is allocated per entry by the library (gRPC allocates each message it receives).
+ *
+ * Failures: a log stream's stream that breaks (connection lost, node restarting, a
+ * malformed message) is opened again, on the next replica, from the first GLSN not yet
+ * delivered, after a jittered backoff (subscribe.retry.backoff.ms doubling up to
+ * subscribe.retry.backoff.max.ms) taken on the client's engine with a metadata lookup; one
+ * that stays silent for subscribe.stall.timeout.ms while another log stream shows the
+ * wanted GLSN exists is treated as broken. Entries a new stream repeats are dropped. A log
+ * stream that fails subscribe.retries times in a row without delivering an entry ends the
+ * subscription with its last error. A range that begins in a trimmed prefix ends it with
+ * VARLOG_ERR_TRIMMED. Sealed log streams are read normally (their entries stay).
+ *
+ * Threads and locks: handlers run one at a time on the subscription's thread, never on
+ * gRPC's threads and never with a library lock held; they may call any function of the
+ * library, including varlog_subscription_close on their own subscription.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varlog/client.h"
+#include "varlog/error.h"
+#include "varlog/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The largest GLSN / LLSN: as an end, "tail for ever". */
+#define VARLOG_GLSN_MAX UINT64_MAX
+#define VARLOG_LLSN_MAX UINT64_MAX
+
+/* One entry of the log. data (len bytes, len may be 0) is owned by the library: valid until
+ * the on_entry handler returns, or until the next varlog_subscription_next or
+ * varlog_subscription_close on the subscription. meta.topic_id and meta.log_stream_id are
+ * those of the stream it came from (the wire message does not carry them). */
+typedef struct varlog_entry {
+    varlog_entry_meta_t meta;
+    const void *data;
+    size_t len;
+} varlog_entry_t;
+
+typedef struct varlog_subscription varlog_subscription_t;
+
+/* What a handler-form subscription calls, on its own thread. on_entry is required; on_end
+ * and on_error may be NULL. No handler runs after varlog_subscription_close returned. */
+typedef struct varlog_subscribe_handlers {
+    void (*on_entry)(const varlog_entry_t *entry, void *opaque);
+    /* Every entry of the range was delivered. */
+    void (*on_end)(void *opaque);
+    /* The subscription failed: err and a text saying where and why (valid during the call).
+     * No entry follows. */
+    void (*on_error)(varlog_err_t err, const char *why, void *opaque);
+    void *opaque;
+} varlog_subscribe_handlers_t;
+
+/*
+ * Subscribes to topic_id's entries with GLSN in [begin_glsn, end_glsn) and calls handlers
+ * (copied) on the subscription's thread. Checks the topic against the client's metadata
+ * (refreshing it once, within metadata.call.timeout.ms, if the topic is unknown) and opens
+ * the streams; does not wait for them. On success *out is owned by the caller, released
+ * with varlog_subscription_close (varlog_client_destroy closes subscriptions still open).
+ * Errors: INVALID_ARG (NULL client, handlers, on_entry or out; topic_id < 1;
+ * begin_glsn >= end_glsn), UNKNOWN_TOPIC, CLOSED (client closing), NOMEM, INTERNAL (thread),
+ * or the metadata refresh's error. The text is in varlog_last_error().
+ */
+VARLOG_API varlog_err_t varlog_subscribe(varlog_client_t *client, int32_t topic_id,
+                                         uint64_t begin_glsn, uint64_t end_glsn,
+                                         const varlog_subscribe_handlers_t *handlers,
+                                         varlog_subscription_t **out);
+
+/* As varlog_subscribe, in the iterator form: no thread; entries come from
+ * varlog_subscription_next. Errors as varlog_subscribe (handlers aside). */
+VARLOG_API varlog_err_t varlog_subscribe_iter(varlog_client_t *client, int32_t topic_id,
+                                              uint64_t begin_glsn, uint64_t end_glsn,
+                                              varlog_subscription_t **out);
+
+/*
+ * Subscribes to log_stream_id of topic_id in local order: entries with LLSN in
+ * [begin_llsn, end_llsn), from the log stream's first replica. The entries' GLSN is 0 (a
+ * storage node scans by LLSN and does not send it); topic and log stream ids are filled in.
+ * A broken stream is opened again from the next LLSN as varlog_subscribe does. A range
+ * beginning in a trimmed prefix, or beyond the entries of a log stream that has none, ends
+ * with VARLOG_ERR_TRIMMED (the node's OutOfRange). Handler form; arguments, blocking and
+ * errors as varlog_subscribe, plus UNKNOWN_LOG_STREAM and INVALID_ARG for
+ * log_stream_id < 1.
+ */
+VARLOG_API varlog_err_t varlog_subscribe_to(varlog_client_t *client, int32_t topic_id,
+                                            int32_t log_stream_id, uint64_t begin_llsn,
+                                            uint64_t end_llsn,
+                                            const varlog_subscribe_handlers_t *handlers,
+                                            varlog_subscription_t **out);
+
+/* varlog_subscribe_to in the iterator form. */
+VARLOG_API varlog_err_t varlog_subscribe_to_iter(varlog_client_t *client, int32_t topic_id,
+                                                 int32_t log_stream_id, uint64_t begin_llsn,
+                                                 uint64_t end_llsn, varlog_subscription_t **out);
+
+/*
+ * Iterator form: the next entry into *entry (its bytes valid until the next call of this or
+ * varlog_subscription_close), waiting up to timeout_ms (-1 = for ever, 0 = only what is
+ * buffered). Returns OK; TIMED_OUT (call again); END once the range is complete; or the
+ * subscription's failure (TRIMMED, RPC_*, DECODE, NOMEM, the error of the log stream that
+ * failed subscribe.retries times; text in varlog_last_error()), returned again by every
+ * later call; CLOSED when varlog_subscription_close began on another thread. INVALID_ARG
+ * (NULL), STATE on a handler-form subscription. One caller at a time; another thread may
+ * close the subscription meanwhile, which wakes the caller.
+ */
+VARLOG_API varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeout_ms,
+                                                 varlog_entry_t *entry);
+
+/* What a subscription has done so far. */
+typedef struct varlog_subscription_stats {
+    uint64_t entries;       /* entries delivered */
+    uint64_t bytes;         /* their payload bytes */
+    uint64_t next_position; /* the next GLSN (LLSN for varlog_subscribe_to) wanted */
+    uint64_t resubscribes;  /* streams opened again after a failure or a stall */
+    uint64_t stalls;        /* of those, streams found silent past subscribe.stall.timeout.ms */
+    uint64_t duplicates;    /* entries dropped because a new stream repeated them */
+    uint32_t log_streams;   /* log streams being read */
+} varlog_subscription_stats_t;
+
+/* Copies the counters into *out. Does not block (a brief lock). Any thread while the handle
+ * is valid. Errors: INVALID_ARG (NULL). */
+VARLOG_API varlog_err_t varlog_subscription_stats(varlog_subscription_t *sub,
+                                                  varlog_subscription_stats_t *out);
+
+/*
+ * Ends the subscription, releases *sub and sets it to NULL; accepts NULL and *sub NULL.
+ * Stops delivery and ends the streams. From a handler of this subscription it returns at once and
+ * the handler's return ends delivery (no handler runs after it); from any other thread it
+ * waits until the handler running, if any, returned and the thread exited (so no handler
+ * runs after close returns), and wakes a varlog_subscription_next waiting on another
+ * thread, which returns CLOSED. Does not block on the network.
+ */
+VARLOG_API void varlog_subscription_close(varlog_subscription_t **sub);
+
+/*
+ * The first and last entries of log_stream_id of topic_id as its replicas report them
+ * (LogStreamReplicaMetadata on every replica, concurrently, as Varlog's PeekLogStream):
+ * first is the highest local low watermark, last the highest local high watermark, among
+ * replicas that are running, sealing or sealed. An empty log stream gives zeros
+ * (glsn = llsn = 0) in both. *complete (may be NULL) is true when some replica is running
+ * or sealed; false when all answering replicas are sealing (the tail may not be final).
+ * Blocks up to timeout_ms (-1 = metadata.call.timeout.ms). first and last are written on
+ * OK only. Errors: INVALID_ARG (NULL first or last, ids < 1), UNKNOWN_TOPIC,
+ * UNKNOWN_LOG_STREAM, TIMED_OUT, CLOSED, and when no replica answered usefully the first
+ * replica's error (RPC_*, DECODE, or STATE for a replica in another state); the text in
+ * varlog_last_error() names every replica's failure.
+ */
+VARLOG_API varlog_err_t varlog_peek(varlog_client_t *client, int32_t topic_id,
+                                    int32_t log_stream_id, int64_t timeout_ms,
+                                    varlog_entry_meta_t *first, varlog_entry_meta_t *last,
+                                    bool *complete);
+
+/*
+ * Deletes topic_id's entries with GLSN <= until_glsn: TrimDeprecated to every storage node
+ * holding a replica of the topic's log streams, concurrently, as Varlog's Log.Trim. A node
+ * trims every replica of the topic it holds and answers OK whatever happens to each (its
+ * protocol reports no per-replica result), so OK means at least one node accepted the
+ * request; deletion on the node is asynchronous. Subscriptions of a trimmed range then end
+ * with VARLOG_ERR_TRIMMED. Blocks up to timeout_ms (-1 = metadata.call.timeout.ms).
+ * Errors: INVALID_ARG (topic_id < 1, until_glsn 0 or VARLOG_GLSN_MAX), UNKNOWN_TOPIC,
+ * NO_LOG_STREAM (no node holds a replica), TIMED_OUT, CLOSED, or when every node failed the
+ * first node's error (text in varlog_last_error()).
+ */
+VARLOG_API varlog_err_t varlog_trim(varlog_client_t *client, int32_t topic_id, uint64_t until_glsn,
+                                    int64_t timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

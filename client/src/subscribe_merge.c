@@ -1,0 +1,2 @@
+/* The merge of a subscription. (Stub until implemented.) */
+typedef int subscribe_merge_placeholder_t;
