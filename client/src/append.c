@@ -528,6 +528,12 @@ varlog_err_t append_check_records(const append_limits_t *lim, const varlog_recor
 varlog_err_t append_check_target(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
                                  int64_t deadline_ms)
 {
+    return client_check_target(c, "append", topic_id, log_stream_id, deadline_ms);
+}
+
+varlog_err_t client_check_target(varlog_client_t *c, const char *who, int32_t topic_id,
+                                 int32_t log_stream_id, int64_t deadline_ms)
+{
     for (int round = 0;; round++) {
         md_view_t *v = md_current(c);
         bool topic_known = md_view_topic(v, topic_id) != NULL;
@@ -539,11 +545,10 @@ varlog_err_t append_check_target(varlog_client_t *c, int32_t topic_id, int32_t l
         if (round > 0) {
             if (!topic_known)
                 return errtext_set(VARLOG_ERR_UNKNOWN_TOPIC,
-                                   "append: topic %d is not in the metadata (applied index "
-                                   "%llu)",
+                                   "%s: topic %d is not in the metadata (applied index %llu)", who,
                                    topic_id, (unsigned long long)index);
             return errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
-                               "append: topic %d has no log stream %d (applied index %llu)",
+                               "%s: topic %d has no log stream %d (applied index %llu)", who,
                                topic_id, log_stream_id, (unsigned long long)index);
         }
         int64_t left = client_remaining_ms(deadline_ms);
@@ -556,9 +561,9 @@ varlog_err_t append_check_target(varlog_client_t *c, int32_t topic_id, int32_t l
             char why[256];
             errtext_copy(why, sizeof(why));
             return errtext_set(err,
-                               "append: %s %d of topic %d is not in the metadata at hand and "
+                               "%s: %s %d of topic %d is not in the metadata at hand and "
                                "the lookup failed: %s",
-                               topic_known ? "log stream" : "topic",
+                               who, topic_known ? "log stream" : "topic",
                                topic_known ? log_stream_id : topic_id, topic_id, why);
         }
     }

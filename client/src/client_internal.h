@@ -62,7 +62,8 @@ struct varlog_client {
 
     struct client_counters stats;
 
-    struct varlog_appender *appenders; /* open appenders (mu); destroy closes them */
+    struct varlog_appender *appenders;         /* open appenders (mu); destroy closes them */
+    struct varlog_subscription *subscriptions; /* open subscriptions (mu); destroy closes them */
 };
 
 /* Registers a public call; CLOSED once destroy began. Every successful enter is paired with
@@ -89,10 +90,18 @@ void client_install_view(varlog_client_t *c, md_view_t *view);
  * with UNKNOWN_TOPIC or UNKNOWN_LOG_STREAM (or the refresh's error). Sets the error text. */
 varlog_err_t append_check_target(varlog_client_t *c, int32_t topic_id, int32_t log_stream_id,
                                  int64_t deadline_ms);
+/* As append_check_target, with who (the operation) starting the error text. */
+varlog_err_t client_check_target(varlog_client_t *c, const char *who, int32_t topic_id,
+                                 int32_t log_stream_id, int64_t deadline_ms);
 
 /* appender.c: closes every appender still open, as varlog_appender_close(.., 0) would, and
  * detaches them from the client (their handles then only serve varlog_appender_close). */
 void appenders_close_all(varlog_client_t *c);
+
+/* subscribe.c: ends every subscription still open, as varlog_subscription_close would from
+ * another thread, and detaches them from the client (their handles then only serve close
+ * and stats). */
+void subscriptions_close_all(varlog_client_t *c);
 
 /* append.c: the limits one append call's records must keep, and the names the error texts
  * give them. */

@@ -1,19 +1,298 @@
-/* Subscriptions: the public calls and their lifecycle. (Stub until implemented.) */
-#include "varlog/subscribe.h"
+/* Subscriptions: the public calls, the handler form's thread, and the lifecycle (close from
+ * any thread or from a handler, the client's destroy). The merge is subscribe_merge.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "errtext.h"
+#include "subscribe_internal.h"
+
+void sub_ref(varlog_subscription_t *sub)
+{
+    atomic_fetch_add_explicit(&sub->refs, 1, memory_order_relaxed);
+}
+
+static void sub_free(varlog_subscription_t *sub)
+{
+    for (size_t i = 0; i < sub->n_ls; i++) {
+        sub_ls_t *ls = sub->ls[i];
+        free(ls->target);
+        wire_scratch_free(&ls->scratch);
+        free(ls);
+    }
+    free(sub->ls);
+    tq_destroy(sub->heap);
+    pthread_mutex_destroy(&sub->mu);
+    pthread_cond_destroy(&sub->wake);
+    pthread_cond_destroy(&sub->idle);
+    free(sub);
+}
+
+void sub_unref(varlog_subscription_t *sub)
+{
+    if (atomic_fetch_sub_explicit(&sub->refs, 1, memory_order_acq_rel) == 1)
+        sub_free(sub);
+}
+
+/* ---- ending -------------------------------------------------------------------------------- */
+
+/* Stops delivery for good: wakes the consumer, waits until no varlog_subscription_next is
+ * inside and the thread exited, releases the streams. Idempotent; a second caller waits for
+ * the first. Not from the subscription's own thread. */
+static void sub_shutdown(varlog_subscription_t *sub)
+{
+    pthread_mutex_lock(&sub->mu);
+    sub->closing = true;
+    pthread_cond_broadcast(&sub->wake);
+    if (sub->shut || sub->shutting) {
+        while (!sub->shut)
+            pthread_cond_wait(&sub->idle, &sub->mu);
+        pthread_mutex_unlock(&sub->mu);
+        return;
+    }
+    sub->shutting = true;
+    while (sub->in_next > 0)
+        pthread_cond_wait(&sub->idle, &sub->mu);
+    pthread_mutex_unlock(&sub->mu);
+    if (sub->thread_started)
+        pthread_join(sub->thread, NULL);
+    sub_release_streams(sub);
+    pthread_mutex_lock(&sub->mu);
+    sub->shut = true;
+    pthread_cond_broadcast(&sub->idle);
+    pthread_mutex_unlock(&sub->mu);
+}
+
+/* Takes sub off its client's list; false when it was no longer there. */
+static bool client_unlink(varlog_subscription_t *sub)
+{
+    if (!atomic_load(&sub->in_client))
+        return false;
+    varlog_client_t *c = sub->c;
+    bool found = false;
+    pthread_mutex_lock(&c->mu);
+    for (varlog_subscription_t **p = &c->subscriptions; *p; p = &(*p)->next_open) {
+        if (*p == sub) {
+            *p = sub->next_open;
+            found = true;
+            break;
+        }
+    }
+    atomic_store(&sub->in_client, false);
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
+void subscriptions_close_all(varlog_client_t *c)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        varlog_subscription_t *sub = c->subscriptions;
+        if (sub) {
+            c->subscriptions = sub->next_open;
+            atomic_store(&sub->in_client, false);
+            sub_ref(sub);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (!sub)
+            return;
+        sub_shutdown(sub);
+        sub_unref(sub);
+    }
+}
+
+void varlog_subscription_close(varlog_subscription_t **subp)
+{
+    if (!subp || !*subp)
+        return;
+    varlog_subscription_t *sub = *subp;
+    *subp = NULL;
+    client_unlink(sub);
+    if (sub->thread_started && pthread_equal(pthread_self(), sub->thread)) {
+        /* From a handler: the thread sees closing when the handler returns and cleans up. */
+        pthread_mutex_lock(&sub->mu);
+        sub->closing = true;
+        sub->detached = true;
+        pthread_mutex_unlock(&sub->mu);
+    } else {
+        sub_shutdown(sub);
+    }
+    sub_unref(sub);
+}
+
+/* ---- the handler form's thread ------------------------------------------------------------- */
+
+static void *sub_thread(void *arg)
+{
+    varlog_subscription_t *sub = arg;
+    pthread_setname_np(pthread_self(), "varlog-sub");
+    const varlog_subscribe_handlers_t *h = &sub->handlers;
+    varlog_entry_t e;
+    for (;;) {
+        varlog_err_t err = sub_step(sub, -1, &e);
+        if (err == VARLOG_OK) {
+            h->on_entry(&e, h->opaque);
+            continue;
+        }
+        if (err == VARLOG_ERR_END) {
+            if (h->on_end)
+                h->on_end(h->opaque);
+        } else if (err != VARLOG_ERR_CLOSED && err != VARLOG_ERR_TIMED_OUT) {
+            if (h->on_error)
+                h->on_error(err, sub->why, h->opaque);
+        }
+        break;
+    }
+    /* Closed from a handler and not shut down by the client's destroy meanwhile: nobody
+     * will join this thread, so it cleans up and detaches itself. */
+    pthread_mutex_lock(&sub->mu);
+    bool self_cleanup = sub->detached && !sub->shutting;
+    if (self_cleanup)
+        sub->shutting = true;
+    pthread_mutex_unlock(&sub->mu);
+    if (self_cleanup) {
+        sub_release_streams(sub);
+        pthread_mutex_lock(&sub->mu);
+        sub->shut = true;
+        pthread_cond_broadcast(&sub->idle);
+        pthread_mutex_unlock(&sub->mu);
+        pthread_detach(pthread_self());
+    }
+    sub_unref(sub);
+    return NULL;
+}
+
+/* ---- opening ------------------------------------------------------------------------------- */
+
+typedef struct sub_request {
+    const char *who;
+    sub_order_t order;
+    int32_t topic_id, log_stream_id;
+    uint64_t begin, end;
+    const varlog_subscribe_handlers_t *handlers; /* NULL: iterator form */
+} sub_request_t;
+
+static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
+                             varlog_subscription_t **out)
+{
+    varlog_err_t err = client_enter(c);
+    if (err != VARLOG_OK)
+        return errtext_set(err, "%s: the client is closing", rq->who);
+    err = client_check_target(c, rq->who, rq->topic_id, rq->log_stream_id, -1);
+    if (err != VARLOG_OK) {
+        client_leave(c);
+        return err;
+    }
+    varlog_subscription_t *sub = calloc(1, sizeof(*sub));
+    if (!sub || tq_create(4, &sub->heap) != VARLOG_OK) {
+        free(sub);
+        client_leave(c);
+        return errtext_set(VARLOG_ERR_NOMEM, "%s: out of memory", rq->who);
+    }
+    sub->c = c;
+    sub->order = rq->order;
+    sub->topic_id = rq->topic_id;
+    sub->fixed_ls = rq->log_stream_id;
+    sub->begin = sub->wanted = rq->begin;
+    sub->end = rq->end;
+    sub->has_handlers = rq->handlers != NULL;
+    if (rq->handlers)
+        sub->handlers = *rq->handlers;
+    atomic_init(&sub->refs, 1);
+    atomic_init(&sub->in_client, false);
+    pthread_mutex_init(&sub->mu, NULL);
+    wire_cond_init(&sub->wake);
+    wire_cond_init(&sub->idle);
+    sub->rng = (uint64_t)(uintptr_t)sub ^ (uint64_t)wire_now_ms();
+
+    md_view_t *view = md_current(c);
+    err = sub_add_log_streams(sub, view);
+    md_view_unref(view);
+    if (err == VARLOG_OK && sub->result != VARLOG_OK && sub->result != VARLOG_ERR_END)
+        err = sub->result; /* a stream could not even start (client closing, no memory) */
+    if (err == VARLOG_OK && rq->handlers) {
+        sub_ref(sub); /* the thread's */
+        if (pthread_create(&sub->thread, NULL, sub_thread, sub) == 0) {
+            sub->thread_started = true;
+        } else {
+            atomic_fetch_sub(&sub->refs, 1);
+            err = VARLOG_ERR_INTERNAL;
+        }
+    }
+    if (err != VARLOG_OK) {
+        pthread_mutex_lock(&sub->mu);
+        sub->closing = true; /* a retry task still pending must not queue a reopen */
+        pthread_mutex_unlock(&sub->mu);
+        sub_release_streams(sub);
+        sub_unref(sub);
+        client_leave(c);
+        return errtext_set(err, "%s of topic %d: %s", rq->who, rq->topic_id,
+                           err == VARLOG_ERR_INTERNAL ? "could not start its thread"
+                                                      : varlog_err_str(err));
+    }
+    /* Linked after the thread started: the client's destroy joins what it finds. */
+    pthread_mutex_lock(&c->mu);
+    sub->next_open = c->subscriptions;
+    c->subscriptions = sub;
+    atomic_store(&sub->in_client, true);
+    pthread_mutex_unlock(&c->mu);
+    client_leave(c);
+    *out = sub;
+    return VARLOG_OK;
+}
+
+/* The checks every form shares; OK or INVALID_ARG with its text. */
+static varlog_err_t check_args(const sub_request_t *rq, varlog_client_t *c,
+                               varlog_subscription_t **out, bool handler_form)
+{
+    if (!c || !out)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %s is NULL", rq->who,
+                           !c ? "client" : "out");
+    *out = NULL;
+    if (handler_form && (!rq->handlers || !rq->handlers->on_entry))
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %s is NULL", rq->who,
+                           !rq->handlers ? "handlers" : "handlers->on_entry");
+    if (rq->topic_id < 1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: topic id %d is not a valid id (>= 1)",
+                           rq->who, rq->topic_id);
+    if (rq->order == SUB_BY_LLSN && rq->log_stream_id < 1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: log stream id %d is not a valid id (>= 1)",
+                           rq->who, rq->log_stream_id);
+    if (rq->begin >= rq->end)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "%s: empty range: begin %llu is not below end %llu", rq->who,
+                           (unsigned long long)rq->begin, (unsigned long long)rq->end);
+    return VARLOG_OK;
+}
+
+static varlog_err_t subscribe_common(varlog_client_t *c, const sub_request_t *rq,
+                                     varlog_subscription_t **out, bool handler_form)
+{
+    varlog_err_t err = check_args(rq, c, out, handler_form);
+    return err != VARLOG_OK ? err : sub_open(c, rq, out);
+}
 
 varlog_err_t varlog_subscribe(varlog_client_t *client, int32_t topic_id, uint64_t begin_glsn,
                               uint64_t end_glsn, const varlog_subscribe_handlers_t *handlers,
                               varlog_subscription_t **out)
 {
-    (void)client, (void)topic_id, (void)begin_glsn, (void)end_glsn, (void)handlers, (void)out;
-    return VARLOG_ERR_INTERNAL;
+    sub_request_t rq = {.who = "subscribe",
+                        .order = SUB_BY_GLSN,
+                        .topic_id = topic_id,
+                        .begin = begin_glsn,
+                        .end = end_glsn,
+                        .handlers = handlers};
+    return subscribe_common(client, &rq, out, true);
 }
 
 varlog_err_t varlog_subscribe_iter(varlog_client_t *client, int32_t topic_id, uint64_t begin_glsn,
                                    uint64_t end_glsn, varlog_subscription_t **out)
 {
-    (void)client, (void)topic_id, (void)begin_glsn, (void)end_glsn, (void)out;
-    return VARLOG_ERR_INTERNAL;
+    sub_request_t rq = {.who = "subscribe",
+                        .order = SUB_BY_GLSN,
+                        .topic_id = topic_id,
+                        .begin = begin_glsn,
+                        .end = end_glsn};
+    return subscribe_common(client, &rq, out, false);
 }
 
 varlog_err_t varlog_subscribe_to(varlog_client_t *client, int32_t topic_id, int32_t log_stream_id,
@@ -21,33 +300,75 @@ varlog_err_t varlog_subscribe_to(varlog_client_t *client, int32_t topic_id, int3
                                  const varlog_subscribe_handlers_t *handlers,
                                  varlog_subscription_t **out)
 {
-    (void)client, (void)topic_id, (void)log_stream_id, (void)begin_llsn, (void)end_llsn,
-        (void)handlers, (void)out;
-    return VARLOG_ERR_INTERNAL;
+    sub_request_t rq = {.who = "subscribe_to",
+                        .order = SUB_BY_LLSN,
+                        .topic_id = topic_id,
+                        .log_stream_id = log_stream_id,
+                        .begin = begin_llsn,
+                        .end = end_llsn,
+                        .handlers = handlers};
+    return subscribe_common(client, &rq, out, true);
 }
 
 varlog_err_t varlog_subscribe_to_iter(varlog_client_t *client, int32_t topic_id,
                                       int32_t log_stream_id, uint64_t begin_llsn, uint64_t end_llsn,
                                       varlog_subscription_t **out)
 {
-    (void)client, (void)topic_id, (void)log_stream_id, (void)begin_llsn, (void)end_llsn, (void)out;
-    return VARLOG_ERR_INTERNAL;
+    sub_request_t rq = {.who = "subscribe_to",
+                        .order = SUB_BY_LLSN,
+                        .topic_id = topic_id,
+                        .log_stream_id = log_stream_id,
+                        .begin = begin_llsn,
+                        .end = end_llsn};
+    return subscribe_common(client, &rq, out, false);
 }
+
+/* ---- the iterator form --------------------------------------------------------------------- */
 
 varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeout_ms,
                                       varlog_entry_t *entry)
 {
-    (void)sub, (void)timeout_ms, (void)entry;
-    return VARLOG_ERR_INTERNAL;
+    if (!sub || !entry)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "subscription_next: %s is NULL",
+                           !sub ? "sub" : "entry");
+    if (sub->has_handlers)
+        return errtext_set(VARLOG_ERR_STATE,
+                           "subscription_next: the subscription delivers to its handlers");
+    pthread_mutex_lock(&sub->mu);
+    if (sub->closing) {
+        pthread_mutex_unlock(&sub->mu);
+        return errtext_set(VARLOG_ERR_CLOSED, "subscription_next: the subscription is closed");
+    }
+    sub->in_next++;
+    pthread_mutex_unlock(&sub->mu);
+    int64_t deadline = timeout_ms < 0 ? -1 : wire_now_ms() + timeout_ms;
+    varlog_err_t err = sub_step(sub, deadline, entry);
+    pthread_mutex_lock(&sub->mu);
+    if (--sub->in_next == 0)
+        pthread_cond_broadcast(&sub->idle);
+    pthread_mutex_unlock(&sub->mu);
+    switch (err) {
+    case VARLOG_OK:
+        return err;
+    case VARLOG_ERR_TIMED_OUT:
+        return errtext_set(err, "subscription_next: no entry within %lld ms",
+                           (long long)timeout_ms);
+    case VARLOG_ERR_CLOSED:
+        return errtext_set(err, "subscription_next: the subscription is closed");
+    case VARLOG_ERR_END:
+        return errtext_set(err, "subscription_next: the range is complete");
+    default:
+        return errtext_set(err, "%s", sub->why);
+    }
 }
 
 varlog_err_t varlog_subscription_stats(varlog_subscription_t *sub, varlog_subscription_stats_t *out)
 {
-    (void)sub, (void)out;
-    return VARLOG_ERR_INTERNAL;
-}
-
-void varlog_subscription_close(varlog_subscription_t **sub)
-{
-    (void)sub;
+    if (!sub || !out)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "subscription_stats: %s is NULL",
+                           !sub ? "sub" : "out");
+    pthread_mutex_lock(&sub->mu);
+    *out = sub->stats;
+    pthread_mutex_unlock(&sub->mu);
+    return VARLOG_OK;
 }

@@ -1,2 +1,603 @@
-/* The merge of a subscription. (Stub until implemented.) */
-typedef int subscribe_merge_placeholder_t;
+/* The merge of a subscription: one stream per log stream, their heads in a min-heap by
+ * position, the wanted position handed out when a head holds it; failures, resubscription
+ * on the engine and stall detection. Runs on the consumer's thread (see
+ * subscribe_internal.h), except the notify hook (gRPC's I/O thread) and the retry task's
+ * callbacks (engine workers). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "snpb/log_io.pb-c.h"
+#include "subscribe_internal.h"
+#include "vq/task.h"
+
+#define TRIMMED_REASON "logstream: trimmed"
+/* Longest pause between looks at the metadata (new log streams) and for stalled streams. */
+#define CHECK_INTERVAL_MAX_MS 250
+
+static void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)
+{
+    if (sub->result != VARLOG_OK)
+        return;
+    sub->result = err;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sub->why, sizeof(sub->why), fmt, ap);
+    va_end(ap);
+}
+
+static const char *pos_name(const varlog_subscription_t *sub)
+{
+    return sub->order == SUB_BY_GLSN ? "GLSN" : "LLSN";
+}
+
+/* ---- news from the streams ----------------------------------------------------------------- */
+
+/* Puts ls on the list of log streams the consumer must look at, and wakes it. mu held. */
+static void queue_news_locked(varlog_subscription_t *sub, sub_ls_t *ls)
+{
+    if (!ls->queued) {
+        ls->queued = true;
+        ls->next = sub->news;
+        sub->news = ls;
+    }
+    if (sub->waiting)
+        pthread_cond_signal(&sub->wake);
+}
+
+/* The stream's notify hook, on gRPC's I/O thread with the stream's lock held: a message or
+ * the stream's end is ready. */
+static void ls_notify(void *arg)
+{
+    sub_ls_t *ls = arg;
+    varlog_subscription_t *sub = ls->sub;
+    atomic_store_explicit(&ls->last_recv_ms, wire_now_ms(), memory_order_relaxed);
+    pthread_mutex_lock(&sub->mu);
+    queue_news_locked(sub, ls);
+    pthread_mutex_unlock(&sub->mu);
+}
+
+/* ---- resubscription ------------------------------------------------------------------------ */
+
+typedef struct sub_retry {
+    varlog_subscription_t *sub;
+    sub_ls_t *ls;
+    varlog_client_t *c;
+} sub_retry_t;
+
+static int retry_handler(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    sub_retry_t *r = arg;
+    /* Fresh metadata (a replica moved, a node came back) before the stream is opened
+     * again; concurrent retries share the call. */
+    atomic_fetch_add(&r->c->stats.lookups, 1);
+    vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
+    (void)vq_batcher_lookup(r->c->batcher, &item);
+    return 0;
+}
+
+static void retry_after(void *arg, int result)
+{
+    (void)result;
+    sub_retry_t *r = arg;
+    varlog_subscription_t *sub = r->sub;
+    pthread_mutex_lock(&sub->mu);
+    if (!sub->closing) {
+        r->ls->reopen = true;
+        queue_news_locked(sub, r->ls);
+    }
+    pthread_mutex_unlock(&sub->mu);
+}
+
+static void retry_release(void *arg)
+{
+    sub_retry_t *r = arg;
+    varlog_client_t *c = r->c;
+    sub_unref(r->sub);
+    free(r);
+    client_retry_task_end(c);
+}
+
+/* Asks the engine to reopen ls's stream after the backoff of its failures so far. */
+static void schedule_reopen(varlog_subscription_t *sub, sub_ls_t *ls)
+{
+    varlog_client_t *c = sub->c;
+    sub_retry_t *r = calloc(1, sizeof(*r));
+    if (!r) {
+        sub_fail(sub, VARLOG_ERR_NOMEM, "subscribe: no memory to resubscribe log stream %d",
+                 ls->log_stream_id);
+        return;
+    }
+    *r = (sub_retry_t){.sub = sub, .ls = ls, .c = c};
+    vq_retry_t policy = {.min_ns = c->conf->subscribe_retry_backoff_ms * 1000000,
+                         .max_ns = c->conf->subscribe_retry_backoff_max_ms * 1000000,
+                         .factor = 2.0};
+    int64_t delay = vq_backoff_ns(&policy, ls->failures ? ls->failures - 1 : 0, NULL);
+    vq_task_spec_t spec = {
+        .handler = retry_handler,
+        .arg = r,
+        .after = retry_after,
+        .release = retry_release,
+        .timeout_ns =
+            delay +
+            (c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000) * 1000000,
+        .retry =
+            {.min_ns = delay, .max_ns = delay, .factor = 2.0, .jitter = true, .delay_first = true},
+    };
+    sub_ref(sub);
+    client_retry_task_begin(c);
+    ls->retrying = true;
+    if (vq_engine_submit(c->engine, &spec) != VQ_OK) {
+        ls->retrying = false;
+        client_retry_task_end(c);
+        sub_unref(sub);
+        free(r);
+        sub_fail(sub, VARLOG_ERR_CLOSED, "subscribe: the client is closing");
+    }
+}
+
+/* ---- one log stream's stream --------------------------------------------------------------- */
+
+static void release_held(sub_ls_t *ls)
+{
+    if (ls->held) {
+        grpc_byte_buffer_destroy(ls->held);
+        ls->held = NULL;
+    }
+}
+
+static void close_stream(sub_ls_t *ls)
+{
+    rpc_stream_destroy(ls->rpc);
+    ls->rpc = NULL;
+}
+
+/* ls's stream failed with err (or could not be opened): the subscription fails when the
+ * failure is final (a trimmed range, a request the node refuses, too many failures in a
+ * row), otherwise the stream is opened again, on the next replica, after a backoff. */
+static void ls_failed(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err, const char *msg)
+{
+    const char *target = ls->target ? ls->target : "?";
+    bool trimmed = strcmp(msg, TRIMMED_REASON) == 0 || strstr(msg, ": " TRIMMED_REASON) != NULL ||
+                   (sub->order == SUB_BY_LLSN && err == VARLOG_ERR_RPC_OUT_OF_RANGE);
+    if (err == VARLOG_ERR_CLOSED) {
+        sub_fail(sub, err, "subscribe: the client is closing");
+    } else if (trimmed) {
+        sub_fail(sub, VARLOG_ERR_TRIMMED,
+                 "subscribe to log stream %d of topic %d at %s from %s %" PRIu64
+                 ": the range is trimmed (%s: %s)",
+                 ls->log_stream_id, sub->topic_id, target, pos_name(sub), sub->wanted,
+                 varlog_err_str(err), msg);
+    } else if (err == VARLOG_ERR_RPC_OUT_OF_RANGE || err == VARLOG_ERR_RPC_INVALID_ARGUMENT) {
+        sub_fail(sub, err,
+                 "subscribe to log stream %d of topic %d at %s from %s %" PRIu64 ": %s%s%s",
+                 ls->log_stream_id, sub->topic_id, target, pos_name(sub), sub->wanted,
+                 varlog_err_str(err), msg[0] ? ": " : "", msg);
+    } else if (++ls->failures > (uint64_t)sub->c->conf->subscribe_retries) {
+        sub_fail(sub, err,
+                 "subscribe to log stream %d of topic %d: %u failures in a row (subscribe.retries "
+                 "%" PRId64 "); the last at %s: %s%s%s",
+                 ls->log_stream_id, sub->topic_id, ls->failures, sub->c->conf->subscribe_retries,
+                 target, varlog_err_str(err), msg[0] ? ": " : "", msg);
+    } else {
+        log_line(&sub->c->log, VARLOG_LOG_INFO, VARLOG_LOG_CTX_SUBSCRIBE,
+                 "subscribe to log stream %d of topic %d at %s failed (%u in a row): %s%s%s; "
+                 "resubscribing from %s %" PRIu64,
+                 ls->log_stream_id, sub->topic_id, target, ls->failures, varlog_err_str(err),
+                 msg[0] ? ": " : "", msg, pos_name(sub), sub->wanted);
+        ls->replica++;
+        pthread_mutex_lock(&sub->mu);
+        sub->stats.resubscribes++;
+        pthread_mutex_unlock(&sub->mu);
+        schedule_reopen(sub, ls);
+    }
+}
+
+/* The stream's end (err from a receive): finished, or a failure. */
+static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err)
+{
+    if (err == VARLOG_ERR_END) {
+        ls->finished = true;
+        close_stream(ls);
+        return;
+    }
+    char msg[256];
+    if (err == VARLOG_ERR_DECODE) {
+        snprintf(msg, sizeof(msg), "malformed message: %s", ls->decode_why);
+    } else {
+        const rpc_status_t *st = rpc_stream_status(ls->rpc);
+        snprintf(msg, sizeof(msg), "%s", st ? rpc_status_reason(st) : "");
+    }
+    close_stream(ls); /* msg was copied: the status goes with the stream */
+    ls_failed(sub, ls, err, msg);
+}
+
+/* Opens ls's stream on its current replica, from the first position not delivered yet. */
+static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
+{
+    varlog_client_t *c = sub->c;
+    uint64_t from = sub->wanted;
+    if (ls->last_pos >= from)
+        from = ls->last_pos + 1;
+    if (from >= sub->end) {
+        ls->finished = true;
+        return;
+    }
+    md_view_t *view = md_current(c);
+    const md_log_stream_t *m = md_view_log_stream(view, sub->topic_id, ls->log_stream_id);
+    if (!m || m->n_replicas == 0) {
+        md_view_unref(view);
+        ls_failed(sub, ls, m ? VARLOG_ERR_RPC_UNAVAILABLE : VARLOG_ERR_UNKNOWN_LOG_STREAM,
+                  m ? "no replica of the log stream has a known address"
+                    : "the metadata no longer lists the log stream");
+        return;
+    }
+    char *target = strdup(m->replicas[ls->replica % m->n_replicas]);
+    md_view_unref(view);
+    if (!target) {
+        sub_fail(sub, VARLOG_ERR_NOMEM, "subscribe: out of memory");
+        return;
+    }
+    free(ls->target);
+    ls->target = target;
+
+    rpc_stream_opts_t o = {.kind = RPC_STREAM_SERVER,
+                           .recv_window = (size_t)c->conf->subscribe_prefetch_entries,
+                           .recv_window_bytes = (size_t)c->conf->subscribe_prefetch_bytes,
+                           .timeout_ms = -1,
+                           .notify = ls_notify,
+                           .notify_arg = ls};
+    Varlog__Snpb__SubscribeRequest g = VARLOG__SNPB__SUBSCRIBE_REQUEST__INIT;
+    Varlog__Snpb__SubscribeToRequest l = VARLOG__SNPB__SUBSCRIBE_TO_REQUEST__INIT;
+    const ProtobufCMessage *req;
+    const char *path;
+    if (sub->order == SUB_BY_GLSN) {
+        g.topic_id = sub->topic_id;
+        g.log_stream_id = ls->log_stream_id;
+        g.glsn_begin = from;
+        g.glsn_end = sub->end;
+        req = &g.base;
+        path = SN_PATH_SUBSCRIBE;
+        o.response = &varlog__snpb__subscribe_response__descriptor;
+    } else {
+        l.topic_id = sub->topic_id;
+        l.log_stream_id = ls->log_stream_id;
+        l.llsn_begin = from;
+        l.llsn_end = sub->end;
+        req = &l.base;
+        path = SN_PATH_SUBSCRIBE_TO;
+        o.response = &varlog__snpb__subscribe_to_response__descriptor;
+    }
+    atomic_store_explicit(&ls->last_recv_ms, wire_now_ms(), memory_order_relaxed);
+    varlog_err_t err = rpc_stream_open(c->rpc, ls->target, path, &o, req, &ls->rpc);
+    if (err != VARLOG_OK) {
+        ls->rpc = NULL;
+        ls_failed(sub, ls, err, "could not start the call");
+    }
+}
+
+/* Takes ls's next entry as its head (into the heap), unless its buffer is empty for now or
+ * its stream ended. Entries before the wanted position (repeated by a new stream) are
+ * dropped. */
+static void pull(varlog_subscription_t *sub, sub_ls_t *ls)
+{
+    while (!ls->has_head && ls->rpc && sub->result == VARLOG_OK) {
+        grpc_byte_buffer *bb = NULL;
+        varlog_err_t err = rpc_stream_recv_buffer(ls->rpc, 0, &bb);
+        if (err == VARLOG_ERR_TIMED_OUT)
+            return;
+        if (err != VARLOG_OK) {
+            stream_ended(sub, ls, err);
+            return;
+        }
+        size_t len = 0;
+        const uint8_t *p = wire_flatten(bb, &ls->scratch, &len);
+        varlog_err_t derr;
+        if (!p) {
+            snprintf(ls->decode_why, sizeof(ls->decode_why), "out of memory");
+            derr = VARLOG_ERR_NOMEM;
+        } else if (sub->order == SUB_BY_GLSN) {
+            derr = codec_read_subscribe_response(p, len, &ls->head, ls->decode_why,
+                                                 sizeof(ls->decode_why));
+        } else {
+            derr = codec_read_subscribe_to_response(p, len, &ls->head, ls->decode_why,
+                                                    sizeof(ls->decode_why));
+        }
+        if (derr != VARLOG_OK) {
+            grpc_byte_buffer_destroy(bb);
+            rpc_stream_fail_decode(ls->rpc); /* the next receive reports DECODE */
+            continue;
+        }
+        uint64_t pos = sub->order == SUB_BY_GLSN ? ls->head.meta.glsn : ls->head.meta.llsn;
+        if (pos < sub->wanted || pos <= ls->last_pos) {
+            grpc_byte_buffer_destroy(bb);
+            sub->n_duplicates++;
+            continue;
+        }
+        ls->held = bb;
+        ls->has_head = true;
+        ls->last_pos = pos;
+        ls->failures = 0;
+        (void)tq_push(sub->heap, pos, (uintptr_t)ls); /* room for every log stream */
+    }
+}
+
+/* ---- the log streams of the subscription --------------------------------------------------- */
+
+static sub_ls_t *find_ls(const varlog_subscription_t *sub, int32_t id)
+{
+    for (size_t i = 0; i < sub->n_ls; i++)
+        if (sub->ls[i]->log_stream_id == id)
+            return sub->ls[i];
+    return NULL;
+}
+
+static varlog_err_t add_ls(varlog_subscription_t *sub, int32_t id)
+{
+    if (sub->n_ls == sub->cap_ls) {
+        size_t cap = sub->cap_ls ? sub->cap_ls * 2 : 4;
+        sub_ls_t **a = realloc(sub->ls, cap * sizeof(*a));
+        if (!a)
+            return VARLOG_ERR_NOMEM;
+        sub->ls = a;
+        sub->cap_ls = cap;
+    }
+    if (tq_reserve(sub->heap, sub->n_ls + 1) != VARLOG_OK)
+        return VARLOG_ERR_NOMEM;
+    sub_ls_t *ls = calloc(1, sizeof(*ls));
+    if (!ls)
+        return VARLOG_ERR_NOMEM;
+    ls->sub = sub;
+    ls->log_stream_id = id;
+    atomic_init(&ls->last_recv_ms, wire_now_ms());
+    sub->ls[sub->n_ls++] = ls;
+    pthread_mutex_lock(&sub->mu);
+    sub->stats.log_streams = (uint32_t)sub->n_ls;
+    pthread_mutex_unlock(&sub->mu);
+    ls_open(sub, ls);
+    return VARLOG_OK;
+}
+
+varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *view)
+{
+    sub->view_index = view->applied_index;
+    if (sub->order == SUB_BY_LLSN)
+        return sub->n_ls ? VARLOG_OK : add_ls(sub, sub->fixed_ls);
+    const md_topic_t *t = md_view_topic(view, sub->topic_id);
+    bool joined = sub->n_ls > 0; /* not the start: the topic grew */
+    for (size_t i = 0; t && i < t->n_log_streams; i++) {
+        if (find_ls(sub, t->log_stream_ids[i]))
+            continue;
+        varlog_err_t err = add_ls(sub, t->log_stream_ids[i]);
+        if (err != VARLOG_OK)
+            return err;
+        if (joined)
+            log_line(&sub->c->log, VARLOG_LOG_INFO, VARLOG_LOG_CTX_SUBSCRIBE,
+                     "subscription of topic %d reads log stream %d too", sub->topic_id,
+                     t->log_stream_ids[i]);
+    }
+    return VARLOG_OK;
+}
+
+void sub_release_streams(varlog_subscription_t *sub)
+{
+    for (size_t i = 0; i < sub->n_ls; i++) {
+        sub_ls_t *ls = sub->ls[i];
+        close_stream(ls);
+        release_held(ls);
+        ls->has_head = false;
+    }
+    sub->delivered = NULL;
+    if (sub->heap)
+        tq_reset(sub->heap);
+}
+
+/* ---- checks while waiting ------------------------------------------------------------------ */
+
+/* Looks for log streams new to the topic, and in GLSN order for streams silent past
+ * subscribe.stall.timeout.ms while the wanted GLSN must be theirs: another log stream holds
+ * a later one, so the wanted one was committed. */
+static void periodic_check(varlog_subscription_t *sub, int64_t now)
+{
+    md_view_t *view = md_current(sub->c);
+    if (view->applied_index != sub->view_index && sub_add_log_streams(sub, view) != VARLOG_OK)
+        sub_fail(sub, VARLOG_ERR_NOMEM, "subscribe: out of memory adding a log stream");
+    md_view_unref(view);
+    int64_t stall = sub->c->conf->subscribe_stall_timeout_ms;
+    tq_item_t min;
+    if (sub->order != SUB_BY_GLSN || stall <= 0 || tq_peek_min(sub->heap, &min) != VARLOG_OK)
+        return;
+    for (size_t i = 0; i < sub->n_ls && sub->result == VARLOG_OK; i++) {
+        sub_ls_t *ls = sub->ls[i];
+        int64_t last = atomic_load_explicit(&ls->last_recv_ms, memory_order_relaxed);
+        if (ls->has_head || !ls->rpc || now - last < stall)
+            continue;
+        pthread_mutex_lock(&sub->mu);
+        sub->stats.stalls++;
+        pthread_mutex_unlock(&sub->mu);
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "nothing received for %" PRId64 " ms (subscribe.stall.timeout.ms) while log "
+                 "stream %d holds GLSN %" PRIu64 " after the wanted %" PRIu64,
+                 now - last, ((sub_ls_t *)min.val)->log_stream_id, min.glsn, sub->wanted);
+        close_stream(ls);
+        ls_failed(sub, ls, VARLOG_ERR_RPC_DEADLINE_EXCEEDED, msg);
+    }
+}
+
+/* Whether no log stream can still deliver a position below the least head: every one holds
+ * a head or finished. */
+static bool heads_complete(const varlog_subscription_t *sub)
+{
+    for (size_t i = 0; i < sub->n_ls; i++)
+        if (!sub->ls[i]->has_head && !sub->ls[i]->finished)
+            return false;
+    return true;
+}
+
+static bool all_finished(const varlog_subscription_t *sub)
+{
+    if (sub->n_ls == 0) /* a topic without log streams yet: wait for one */
+        return false;
+    for (size_t i = 0; i < sub->n_ls; i++)
+        if (!sub->ls[i]->finished)
+            return false;
+    return true;
+}
+
+/* ---- the step ------------------------------------------------------------------------------ */
+
+/* Takes the news list (and publishes the counters) under mu; CLOSED when closing. */
+static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
+{
+    pthread_mutex_lock(&sub->mu);
+    sub->stats.entries = sub->n_entries;
+    sub->stats.bytes = sub->n_bytes;
+    sub->stats.duplicates = sub->n_duplicates;
+    sub->stats.next_position = sub->wanted;
+    if (sub->closing) {
+        pthread_mutex_unlock(&sub->mu);
+        return VARLOG_ERR_CLOSED;
+    }
+    sub_ls_t *list = NULL;
+    for (sub_ls_t *ls = sub->news; ls; ls = ls->next) {
+        ls->queued = false;
+        ls->work_reopen = ls->reopen;
+        ls->reopen = false;
+        ls->work = list;
+        list = ls;
+    }
+    sub->news = NULL;
+    pthread_mutex_unlock(&sub->mu);
+    *work = list;
+    return VARLOG_OK;
+}
+
+/* Waits for news until deadline_ms or the next check; TIMED_OUT once deadline_ms passed. */
+static varlog_err_t wait_news(varlog_subscription_t *sub, int64_t deadline_ms)
+{
+    int64_t now = wire_now_ms();
+    if (deadline_ms >= 0 && now >= deadline_ms)
+        return VARLOG_ERR_TIMED_OUT;
+    int64_t until = sub->next_check_ms;
+    if (deadline_ms >= 0 && deadline_ms < until)
+        until = deadline_ms;
+    pthread_mutex_lock(&sub->mu);
+    if (!sub->news && !sub->closing && until > now) {
+        struct timespec ts;
+        abs_deadline(&ts, until - now);
+        sub->waiting = true;
+        pthread_cond_timedwait(&sub->wake, &sub->mu, &ts);
+        sub->waiting = false;
+    }
+    pthread_mutex_unlock(&sub->mu);
+    return VARLOG_OK;
+}
+
+static int64_t check_interval_ms(const varlog_subscription_t *sub)
+{
+    int64_t stall = sub->c->conf->subscribe_stall_timeout_ms;
+    int64_t iv = stall > 0 && stall / 4 < CHECK_INTERVAL_MAX_MS ? stall / 4 : CHECK_INTERVAL_MAX_MS;
+    return iv > 0 ? iv : 1;
+}
+
+static void finish(varlog_subscription_t *sub)
+{
+    if (sub->result == VARLOG_OK)
+        sub->result = VARLOG_ERR_END;
+    sub_release_streams(sub); /* a node may keep a stream open past the end: cancel */
+}
+
+varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_entry_t *out)
+{
+    if (sub->delivered) {
+        sub_ls_t *ls = sub->delivered;
+        sub->delivered = NULL;
+        release_held(ls);
+        pull(sub, ls);
+    }
+    for (;;) {
+        sub_ls_t *work = NULL;
+        varlog_err_t err = take_news(sub, &work);
+        if (err != VARLOG_OK)
+            return err;
+        if (sub->result == VARLOG_OK && sub->wanted >= sub->end)
+            finish(sub);
+        if (sub->result != VARLOG_OK) {
+            sub_release_streams(sub);
+            return sub->result;
+        }
+        for (sub_ls_t *ls = work; ls; ls = ls->work) {
+            if (ls->work_reopen) {
+                ls->retrying = false;
+                if (!ls->rpc && !ls->finished)
+                    ls_open(sub, ls);
+            }
+            pull(sub, ls);
+        }
+
+        tq_item_t min;
+        while (sub->result == VARLOG_OK && tq_peek_min(sub->heap, &min) == VARLOG_OK) {
+            sub_ls_t *ls = (sub_ls_t *)min.val;
+            if (min.glsn < sub->wanted) { /* cannot happen: pull drops them; kept for safety */
+                tq_pop_min(sub->heap, NULL);
+                ls->has_head = false;
+                release_held(ls);
+                pull(sub, ls);
+                continue;
+            }
+            if (min.glsn == sub->wanted) {
+                tq_pop_min(sub->heap, NULL);
+                ls->has_head = false;
+                sub->delivered = ls;
+                out->meta = ls->head.meta;
+                out->meta.topic_id = sub->topic_id;
+                out->meta.log_stream_id = ls->log_stream_id;
+                if (sub->order == SUB_BY_LLSN)
+                    out->meta.glsn = 0; /* a node does not send it; nothing may rely on it */
+                out->data = ls->head.data;
+                out->len = ls->head.len;
+                sub->wanted = min.glsn + 1;
+                sub->gap_checked = false;
+                sub->n_entries++;
+                sub->n_bytes += ls->head.len;
+                return VARLOG_OK;
+            }
+            /* The wanted position is in no head. It may still come from a log stream without
+             * one; when every log stream has a head or finished, none holds it (a position
+             * below the first entry, say): go on from the least head, once the metadata was
+             * checked for log streams not read yet. */
+            if (!heads_complete(sub))
+                break;
+            if (!sub->gap_checked) {
+                sub->gap_checked = true;
+                size_t before = sub->n_ls;
+                periodic_check(sub, wire_now_ms());
+                if (sub->n_ls != before)
+                    break;
+            }
+            sub->wanted = min.glsn;
+        }
+        if (sub->result != VARLOG_OK)
+            continue;
+        if (sub->wanted >= sub->end || (tq_size(sub->heap) == 0 && all_finished(sub))) {
+            finish(sub);
+            continue;
+        }
+        int64_t now = wire_now_ms();
+        if (now >= sub->next_check_ms) {
+            sub->next_check_ms = now + check_interval_ms(sub);
+            periodic_check(sub, now);
+            continue;
+        }
+        err = wait_news(sub, deadline_ms);
+        if (err != VARLOG_OK)
+            return err;
+    }
+}

@@ -1,0 +1,125 @@
+#ifndef VARLOG_SUBSCRIBE_INTERNAL_H
+#define VARLOG_SUBSCRIBE_INTERNAL_H
+
+/*
+ * A subscription, shared by subscribe.c (the public calls, the handler thread, the
+ * lifecycle) and subscribe_merge.c (the streams, the merge, failures and resubscription).
+ *
+ * One consumer at a time runs the merge (sub_step): the subscription's thread in the handler
+ * form, the caller of varlog_subscription_next in the iterator form. Everything below marked
+ * "consumer" is touched by it alone, without a lock. `mu` guards the rest: the list of log
+ * streams with news (filled by the streams' notify hooks on gRPC's I/O thread, which hold
+ * the stream's lock while they take mu, so mu is never held while calling into a stream),
+ * closing, and the counters read by varlog_subscription_stats.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client_internal.h"
+#include "log_io_codec.h"
+#include "rpc_client.h"
+#include "transmit_queue.h"
+#include "varlog/subscribe.h"
+#include "wire.h"
+
+#define SN_PATH_SUBSCRIBE "/varlog.snpb.LogIO/Subscribe"
+#define SN_PATH_SUBSCRIBE_TO "/varlog.snpb.LogIO/SubscribeTo"
+
+typedef struct varlog_subscription varlog_subscription_t;
+
+/* One log stream being read. */
+typedef struct sub_ls {
+    varlog_subscription_t *sub;
+    int32_t log_stream_id;
+
+    /* consumer */
+    rpc_stream_t *rpc;      /* NULL while closed: finished, or waiting for a retry */
+    char *target;           /* address of the replica rpc reads from */
+    size_t replica;         /* index among the log stream's replicas of the next open */
+    grpc_byte_buffer *held; /* the message head (or the entry delivered last) points into */
+    codec_entry_t head;     /* the next entry of this log stream, when has_head */
+    bool has_head;          /* head is valid and in the merge's heap */
+    bool finished;          /* the stream ended OK: it holds nothing more of the range */
+    bool retrying;          /* a retry task will ask for a new stream */
+    unsigned failures;      /* failures in a row without an entry */
+    uint64_t last_pos;      /* position of the last entry received (0 = none yet) */
+    wire_scratch_t scratch; /* a message received in several slices, laid out flat */
+    char decode_why[128];   /* why the last message could not be read */
+    struct sub_ls *work;    /* the consumer's copy of the news list */
+    bool work_reopen;       /* the consumer's copy of reopen */
+
+    /* set by the notify hook (any thread), read by the consumer's stall check */
+    atomic_int_fast64_t last_recv_ms;
+
+    /* mu */
+    bool queued;         /* on the subscription's list of log streams with news */
+    bool reopen;         /* the retry's backoff passed: open a new stream */
+    struct sub_ls *next; /* that list */
+} sub_ls_t;
+
+typedef enum { SUB_BY_GLSN, SUB_BY_LLSN } sub_order_t;
+
+struct varlog_subscription {
+    varlog_client_t *c;
+    sub_order_t order;
+    int32_t topic_id;
+    int32_t fixed_ls; /* SUB_BY_LLSN: its log stream */
+    uint64_t begin, end;
+    bool has_handlers;
+    varlog_subscribe_handlers_t handlers;
+    atomic_int refs; /* the handle, the thread, each retry task */
+
+    /* consumer */
+    uint64_t wanted; /* the next position to deliver */
+    sub_ls_t **ls;   /* by pointer: the notify hooks keep theirs while the array grows */
+    size_t n_ls, cap_ls;
+    tq_t *heap;            /* heads of the log streams that have one, by position */
+    sub_ls_t *delivered;   /* the log stream of the entry handed out last */
+    uint64_t view_index;   /* applied index of the metadata last scanned for log streams */
+    int64_t next_check_ms; /* next look at the metadata and for stalled streams */
+    bool gap_checked;      /* the metadata was looked at for the current gap already */
+    varlog_err_t result;   /* VARLOG_OK while running; END or the failure, sticky */
+    char why[512];         /* result's text */
+    uint64_t rng;          /* jitter */
+    uint64_t n_entries, n_bytes, n_duplicates; /* published into stats under mu */
+
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* news, a reopen, closing; the consumer waits on it */
+    pthread_cond_t idle; /* in_next reached 0, or shutdown finished */
+    bool waiting;        /* the consumer sleeps on wake */
+    sub_ls_t *news;      /* log streams with news (queued) */
+    bool closing;        /* close or client destroy began */
+    bool shut;           /* streams released, thread joined: only the handle remains */
+    bool shutting;       /* a thread is doing the shutdown */
+    unsigned in_next;    /* varlog_subscription_next calls inside */
+    bool detached;       /* closed from its own handler: the thread frees it */
+    varlog_subscription_stats_t stats;
+
+    pthread_t thread;
+    bool thread_started;
+
+    struct varlog_subscription *next_open; /* the client's list (client mu) */
+    atomic_bool in_client; /* on that list; once false, close never touches the client */
+};
+
+/* subscribe_merge.c */
+
+/* The next entry into *out, waiting until deadline_ms (wire_now_ms clock; < 0 = for ever):
+ * OK, TIMED_OUT, CLOSED (closing), END or the failure (sticky, text in sub->why). Releases
+ * the entry handed out by the previous call first. Consumer only. */
+varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_entry_t *out);
+
+/* Adds the log streams of the topic the subscription does not read yet (all of them at the
+ * start; one for SUB_BY_LLSN) and opens their streams. NOMEM. Consumer only. */
+varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *view);
+
+/* Releases every stream and held message. Consumer only, or once no consumer is left. */
+void sub_release_streams(varlog_subscription_t *sub);
+
+/* subscribe.c */
+void sub_ref(varlog_subscription_t *sub);
+void sub_unref(varlog_subscription_t *sub);
+
+#endif
