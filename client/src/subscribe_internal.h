@@ -75,14 +75,15 @@ struct varlog_subscription {
     uint64_t wanted; /* the next position to deliver */
     sub_ls_t **ls;   /* by pointer: the notify hooks keep theirs while the array grows */
     size_t n_ls, cap_ls;
-    tq_t *heap;            /* heads of the log streams that have one, by position */
-    sub_ls_t *delivered;   /* the log stream of the entry handed out last */
-    uint64_t view_index;   /* applied index of the metadata last scanned for log streams */
-    int64_t next_check_ms; /* next look at the metadata and for stalled streams */
-    bool gap_checked;      /* the metadata was looked at for the current gap already */
-    varlog_err_t result;   /* VARLOG_OK while running; END or the failure, sticky */
-    char why[512];         /* result's text */
-    uint64_t rng;          /* jitter */
+    tq_t *heap;               /* heads of the log streams that have one, by position */
+    sub_ls_t *delivered;      /* the log stream of the entry handed out last */
+    uint64_t view_index;      /* applied index of the metadata last scanned for log streams */
+    int64_t next_check_ms;    /* next look at the metadata and for stalled streams */
+    bool gap_checked;         /* the metadata was looked at for the current gap already */
+    int64_t blocked_since_ms; /* the merge waits for a log stream without a head since (0: not) */
+    varlog_err_t result;      /* VARLOG_OK while running; END or the failure, sticky */
+    char why[512];            /* result's text */
+    uint64_t rng;             /* jitter */
     uint64_t n_entries, n_bytes, n_duplicates; /* published into stats under mu */
 
     pthread_mutex_t mu;

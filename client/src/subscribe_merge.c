@@ -411,11 +411,17 @@ static void periodic_check(varlog_subscription_t *sub, int64_t now)
     md_view_unref(view);
     int64_t stall = sub->c->conf->subscribe_stall_timeout_ms;
     tq_item_t min;
-    if (sub->order != SUB_BY_GLSN || stall <= 0 || tq_peek_min(sub->heap, &min) != VARLOG_OK)
+    if (sub->order != SUB_BY_GLSN || stall <= 0 || sub->blocked_since_ms == 0 ||
+        tq_peek_min(sub->heap, &min) != VARLOG_OK)
         return;
     for (size_t i = 0; i < sub->n_ls && sub->result == VARLOG_OK; i++) {
         sub_ls_t *ls = sub->ls[i];
+        /* Silent since its last message or since the merge began waiting, whichever is
+         * later: a stream idle for an hour before the wanted entry was committed is not
+         * late yet. */
         int64_t last = atomic_load_explicit(&ls->last_recv_ms, memory_order_relaxed);
+        if (last < sub->blocked_since_ms)
+            last = sub->blocked_since_ms;
         if (ls->has_head || !ls->rpc || now - last < stall)
             continue;
         pthread_mutex_lock(&sub->mu);
@@ -565,6 +571,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 out->len = ls->head.len;
                 sub->wanted = min.glsn + 1;
                 sub->gap_checked = false;
+                sub->blocked_since_ms = 0;
                 sub->n_entries++;
                 sub->n_bytes += ls->head.len;
                 return VARLOG_OK;
@@ -573,8 +580,11 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
              * one; when every log stream has a head or finished, none holds it (a position
              * below the first entry, say): go on from the least head, once the metadata was
              * checked for log streams not read yet. */
-            if (!heads_complete(sub))
+            if (!heads_complete(sub)) {
+                if (sub->blocked_since_ms == 0)
+                    sub->blocked_since_ms = wire_now_ms();
                 break;
+            }
             if (!sub->gap_checked) {
                 sub->gap_checked = true;
                 size_t before = sub->n_ls;
