@@ -29,18 +29,21 @@
 
 static uint64_t rng = 0x853c49e6748fea9bULL;
 
-static inline uint64_t splitmix(void)
+/* The state is a local of the timed loop, copied from and back to rng around it: a global
+ * would be stored and reloaded at every step, since the queue's stores (of uint64_t) may alias
+ * it, putting a store-to-load round trip into every push. */
+static inline uint64_t splitmix(uint64_t *state)
 {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
 
 /* rand.Int31: a non-negative 31-bit number. */
-static inline uint64_t rand_int31(void)
+static inline uint64_t rand_int31(uint64_t *state)
 {
-    return splitmix() >> 33;
+    return splitmix(state) >> 33;
 }
 
 typedef struct push_arg {
@@ -65,7 +68,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* A push that grows the storage on QUEUE_FULL, doubling as Go's append: NoAlloc and
  * PreAlloc take this path only in their first ops. */
-static int push_growing(tq_t *q, uint64_t glsn)
+static inline int push_growing(tq_t *q, uint64_t glsn)
 {
     varlog_err_t rc = tq_push(q, glsn, 0);
     if (rc == VARLOG_ERR_QUEUE_FULL) {
@@ -82,12 +85,13 @@ static void bench_push(bench_b_t *b)
     const push_arg_t *a = b->arg;
     tq_t *q = b->ctx;
     size_t size = a->size;
+    uint64_t seed = rng;
     for (long i = 0; i < b->n; i++) {
         if (a->mode == FRESH) {
             if (tq_create(size, &q) != VARLOG_OK)
                 return b_failf(b, "tq_create");
             for (size_t k = 0; k < size; k++)
-                tq_push(q, rand_int31(), 0);
+                tq_push(q, rand_int31(&seed), 0);
             tq_destroy(q);
             continue;
         }
@@ -95,18 +99,19 @@ static void bench_push(bench_b_t *b)
         if (a->mode == LOCKED) {
             for (size_t k = 0; k < size; k++) {
                 pthread_mutex_lock(&mu);
-                int rc = push_growing(q, rand_int31());
+                int rc = push_growing(q, rand_int31(&seed));
                 pthread_mutex_unlock(&mu);
                 if (rc != 0)
                     return b_failf(b, "push");
             }
         } else {
             for (size_t k = 0; k < size; k++)
-                if (push_growing(q, rand_int31()) != 0)
+                if (push_growing(q, rand_int31(&seed)) != 0)
                     return b_failf(b, "push");
         }
     }
     b_stop_timer(b);
+    rng = seed;
     if (a->mode != FRESH && tq_size(q) != size)
         return b_failf(b, "size %zu, want %zu", tq_size(q), size);
     b_report_metric(b, (double)b_elapsed_ns(b) / ((double)b->n * (double)size), "ns/push");
@@ -117,11 +122,11 @@ static void bench_push_drain(bench_b_t *b)
     const push_arg_t *a = b->arg;
     tq_t *q = b->ctx;
     size_t size = a->size;
-    uint64_t sum = 0;
+    uint64_t sum = 0, seed = rng;
     for (long i = 0; i < b->n; i++) {
         tq_reset(q);
         for (size_t k = 0; k < size; k++)
-            tq_push(q, rand_int31(), k);
+            tq_push(q, rand_int31(&seed), k);
         uint64_t last = 0;
         tq_item_t it;
         while (tq_pop_min(q, &it) == VARLOG_OK) {
@@ -133,6 +138,7 @@ static void bench_push_drain(bench_b_t *b)
         }
     }
     b_stop_timer(b);
+    rng = seed;
     if (sum != (uint64_t)b->n * (size * (size - 1) / 2))
         return b_failf(b, "payload sum %llu", (unsigned long long)sum);
     b_report_metric(b, (double)b_elapsed_ns(b) / ((double)b->n * (double)size), "ns/item");
@@ -178,7 +184,7 @@ static void *merge_setup(const void *arg)
         goto fail;
     /* Deal GLSNs 1..TOTAL to random streams, then lay the streams out one after another. */
     for (size_t g = 0; g < MERGE_TOTAL; g++) {
-        owner[g] = (uint32_t)(splitmix() % k);
+        owner[g] = (uint32_t)(splitmix(&rng) % k);
         m->start[owner[g] + 1]++;
     }
     for (size_t s = 0; s < k; s++)

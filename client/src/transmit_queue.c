@@ -53,21 +53,41 @@ size_t tq_capacity(const tq_t *q)
     return q->cap;
 }
 
+void tq_sift_up_loop_(tq_item_t *a, size_t i, tq_item_t x)
+{
+    while (i > 0) {
+        size_t p = (i - 1) / TQ_ARITY;
+        if (a[p].glsn <= x.glsn)
+            break;
+        a[i] = a[p];
+        i = p;
+    }
+    a[i] = x;
+}
+
 /* Places x in the hole at the root of a[0..n): Floyd's bottom-up variant. The hole first
- * descends to a leaf along the smaller children (one comparison per level), then x rises
- * from there. A popped heap's last item, and a merged stream's next head, usually belong
- * near the bottom, so this costs about half the comparisons of stopping on the way down. */
+ * descends to a leaf along the least children, then x rises from there. A popped heap's last
+ * item, and a merged stream's next head, usually belong near the bottom, so this saves the
+ * comparison of x at every level, and its branch, which would be mispredicted once per call. The
+ * least of four children is taken by a tournament of conditional moves: no branch but the loop's,
+ * whose count depends on n only. */
 static void sift_root(tq_item_t *a, size_t n, tq_item_t x)
 {
     size_t i = 0, c;
-    while ((c = 2 * i + 1) + 1 < n) {
-        c += a[c + 1].glsn < a[c].glsn;
-        a[i] = a[c];
-        i = c;
+    while ((c = TQ_ARITY * i + 1) + 3 < n) {
+        uint64_t k0 = a[c].glsn, k1 = a[c + 1].glsn, k2 = a[c + 2].glsn, k3 = a[c + 3].glsn;
+        uint64_t m01 = tq_sel_lt_(k1, k0, k1, k0), m23 = tq_sel_lt_(k3, k2, k3, k2);
+        size_t j01 = c + (k1 < k0), j23 = c + 2 + (k3 < k2);
+        size_t j = (size_t)tq_sel_lt_(m23, m01, j23, j01);
+        a[i] = a[j];
+        i = j;
     }
-    if (c < n) { /* a last, single child */
-        a[i] = a[c];
-        i = c;
+    if (c < n) { /* one to three children, the last ones */
+        size_t j = c;
+        for (size_t d = c + 1; d < n; d++)
+            j = (size_t)tq_sel_lt_(a[d].glsn, a[j].glsn, d, j);
+        a[i] = a[j];
+        i = j;
     }
     tq_sift_up_(a, i, x);
 }

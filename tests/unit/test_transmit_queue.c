@@ -1,5 +1,6 @@
 /* The transmit queue (client/src/transmit_queue.h): heap order against qsort, full and empty
- * queues, reset, replace_min, a k-way merge of sorted streams giving their exact sorted
+ * queues, reset, replace_min, the heap's layout after every call for keys stopping at each
+ * level, a k-way merge of sorted streams giving their exact sorted
  * union, and random operations checked against a plain array scanned for its minimum. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -189,6 +190,154 @@ static void test_reset(void **state)
     tq_destroy(q);
 }
 
+/* The heap's layout (transmit_queue.h): every item's parent, (i - 1) / TQ_ARITY, has no
+ * greater GLSN. */
+static void assert_heap(const tq_t *q)
+{
+    for (size_t i = 1; i < q->n; i++)
+        if (q->a[(i - 1) / TQ_ARITY].glsn > q->a[i].glsn)
+            fail_msg("heap order broken at %zu of %zu: parent %llu > %llu", i, q->n,
+                     (unsigned long long)q->a[(i - 1) / TQ_ARITY].glsn,
+                     (unsigned long long)q->a[i].glsn);
+}
+
+static int cmp_item(const void *a, const void *b)
+{
+    const tq_item_t *x = a, *y = b;
+    if (x->glsn != y->glsn)
+        return (x->glsn > y->glsn) - (x->glsn < y->glsn);
+    return (x->val > y->val) - (x->val < y->val);
+}
+
+/* q's items, as a multiset, are want[0..n) (sorted by cmp_item); sorts a copy of q's items
+ * into scratch. */
+static void assert_items(const tq_t *q, const tq_item_t *want, size_t n, tq_item_t *scratch)
+{
+    assert_int_equal(q->n, n);
+    for (size_t i = 0; i < n; i++)
+        scratch[i] = q->a[i];
+    qsort(scratch, n, sizeof(*scratch), cmp_item);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(scratch[i].glsn, want[i].glsn);
+        assert_int_equal(scratch[i].val, want[i].val);
+    }
+}
+
+/* Push, pop and replace_min on one heap with every key that makes the new item stop at each
+ * level of its way (each GLSN present, one below and one above it, the extremes of the range):
+ * a rise of zero, one, two (the levels push decides without branches) and more levels, stops
+ * on ties with the parent or the grandparent, and a pop's hole ending at each leaf, including
+ * below a node with fewer than TQ_ARITY children. After each call the layout is a heap and
+ * holds exactly the items it should. Keys: even, so that odd ones fall between them; from a
+ * few values too, for many ties. */
+static void test_heap_every_rise(void **state)
+{
+    (void)state;
+    rng_state = 5;
+    enum { MAXN = 700 };
+    static const size_t sizes[] = {0,  1,  2,  3,  4,  5,   6,   8,   16,  17,  20,
+                                   21, 22, 64, 85, 86, 100, 341, 342, 343, MAXN};
+    tq_t *q = make(MAXN + 1);
+    tq_item_t *saved = malloc((MAXN + 1) * sizeof(*saved));
+    tq_item_t *want = malloc((MAXN + 1) * sizeof(*want));
+    tq_item_t *scratch = malloc((MAXN + 1) * sizeof(*scratch));
+    uint64_t *cand = malloc((3 * MAXN + 2) * sizeof(*cand));
+    assert_non_null(saved);
+    assert_non_null(want);
+    assert_non_null(scratch);
+    assert_non_null(cand);
+    size_t limit = test_under_valgrind() ? 100 : MAXN;
+    for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+        size_t n = sizes[s];
+        if (n > limit)
+            continue;
+        for (int few = 0; few < 2; few++) {
+            tq_reset(q);
+            for (size_t i = 0; i < n; i++) {
+                uint64_t g = 2 * (few ? rnd() % 5 + 1 : rnd() % (4 * n + 1) + 1);
+                assert_int_equal(tq_push(q, g, i), VARLOG_OK);
+                assert_heap(q);
+            }
+            for (size_t i = 0; i < n; i++)
+                saved[i] = q->a[i];
+            size_t nc = 0;
+            for (size_t i = 0; i < n; i++) {
+                cand[nc++] = saved[i].glsn - 1;
+                cand[nc++] = saved[i].glsn;
+                cand[nc++] = saved[i].glsn + 1;
+            }
+            cand[nc++] = 0;
+            cand[nc++] = UINT64_MAX;
+            for (size_t c = 0; c < nc; c++) {
+                /* push */
+                for (size_t i = 0; i < n; i++)
+                    q->a[i] = want[i] = saved[i];
+                q->n = n;
+                assert_int_equal(tq_push(q, cand[c], n), VARLOG_OK);
+                assert_heap(q);
+                want[n] = (tq_item_t){cand[c], n};
+                qsort(want, n + 1, sizeof(*want), cmp_item);
+                assert_items(q, want, n + 1, scratch);
+                if (n == 0)
+                    continue;
+                /* replace_min: the old minimum out, the key in */
+                for (size_t i = 0; i < n; i++)
+                    q->a[i] = want[i] = saved[i];
+                q->n = n;
+                tq_item_t old;
+                assert_int_equal(tq_replace_min(q, cand[c], n, &old), VARLOG_OK);
+                assert_heap(q);
+                qsort(want, n, sizeof(*want), cmp_item);
+                assert_int_equal(old.glsn, want[0].glsn);
+                for (size_t i = 0; i < n; i++) /* drop the popped item, whichever tie it was */
+                    if (want[i].glsn == old.glsn && want[i].val == old.val) {
+                        want[i] = (tq_item_t){cand[c], n};
+                        break;
+                    }
+                qsort(want, n, sizeof(*want), cmp_item);
+                assert_items(q, want, n, scratch);
+            }
+            /* pop everything, checking the layout after each pop */
+            for (size_t i = 0; i < n; i++)
+                q->a[i] = saved[i];
+            q->n = n;
+            uint64_t last = 0;
+            for (size_t left = n; left > 0; left--) {
+                tq_item_t it;
+                assert_int_equal(tq_pop_min(q, &it), VARLOG_OK);
+                assert_true(it.glsn >= last);
+                last = it.glsn;
+                assert_heap(q);
+                assert_int_equal(tq_size(q), left - 1);
+            }
+        }
+    }
+    /* Descending keys: every push rises to the root, past the branch-free levels. Ascending:
+     * none rises. Then each drained with the layout checked. */
+    for (int dir = 0; dir < 2; dir++) {
+        tq_reset(q);
+        for (size_t i = 0; i < limit; i++) {
+            assert_int_equal(tq_push(q, dir ? i : limit - i, i), VARLOG_OK);
+            assert_heap(q);
+            tq_item_t it;
+            assert_int_equal(tq_peek_min(q, &it), VARLOG_OK);
+            assert_int_equal(it.glsn, dir ? 0 : limit - i);
+            assert_int_equal(it.val, dir ? 0 : i);
+        }
+        for (size_t i = 0; i < limit; i++) {
+            tq_item_t it;
+            assert_int_equal(tq_pop_min(q, &it), VARLOG_OK);
+            assert_int_equal(it.glsn, dir ? i : i + 1);
+            assert_heap(q);
+        }
+    }
+    free(cand);
+    free(scratch);
+    free(want);
+    free(saved);
+    tq_destroy(q);
+}
+
 /* Replacing the minimum by keys below, equal to and above every other key keeps the heap
  * ordered: the queue always pops what a sorted copy says. */
 static void test_replace_min(void **state)
@@ -373,6 +522,7 @@ int main(void)
         cmocka_unit_test(test_full_and_empty),
         cmocka_unit_test(test_reset),
         cmocka_unit_test(test_replace_min),
+        cmocka_unit_test(test_heap_every_rise),
         cmocka_unit_test(test_merge_k_streams),
         cmocka_unit_test(test_differential),
     };
