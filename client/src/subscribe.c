@@ -193,6 +193,10 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     sub->topic_id = rq->topic_id;
     sub->fixed_ls = rq->log_stream_id;
     sub->begin = sub->wanted = rq->begin;
+    atomic_init(&sub->n_entries, 0);
+    atomic_init(&sub->n_bytes, 0);
+    atomic_init(&sub->n_duplicates, 0);
+    atomic_init(&sub->n_next, rq->begin);
     sub->end = rq->end;
     sub->has_handlers = rq->handlers != NULL;
     if (rq->handlers)
@@ -370,5 +374,9 @@ varlog_err_t varlog_subscription_stats(varlog_subscription_t *sub, varlog_subscr
     pthread_mutex_lock(&sub->mu);
     *out = sub->stats;
     pthread_mutex_unlock(&sub->mu);
+    out->entries = atomic_load_explicit(&sub->n_entries, memory_order_relaxed);
+    out->bytes = atomic_load_explicit(&sub->n_bytes, memory_order_relaxed);
+    out->duplicates = atomic_load_explicit(&sub->n_duplicates, memory_order_relaxed);
+    out->next_position = atomic_load_explicit(&sub->n_next, memory_order_relaxed);
     return VARLOG_OK;
 }

@@ -84,7 +84,9 @@ struct varlog_subscription {
     varlog_err_t result;      /* VARLOG_OK while running; END or the failure, sticky */
     char why[512];            /* result's text */
     uint64_t rng;             /* jitter */
-    uint64_t n_entries, n_bytes, n_duplicates; /* published into stats under mu */
+    /* Counters the consumer alone writes, read by varlog_subscription_stats: relaxed atomic
+     * stores cost a plain store, so they are exact after every entry at no cost. */
+    atomic_uint_fast64_t n_entries, n_bytes, n_duplicates, n_next;
 
     pthread_mutex_t mu;
     pthread_cond_t wake; /* news, a reopen, closing; the consumer waits on it */

@@ -31,6 +31,13 @@ static void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *f
     va_end(ap);
 }
 
+/* Adds to a counter only the consumer writes. */
+static inline void bump(atomic_uint_fast64_t *counter, uint64_t n)
+{
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
 static const char *pos_name(const varlog_subscription_t *sub)
 {
     return sub->order == SUB_BY_GLSN ? "GLSN" : "LLSN";
@@ -317,7 +324,7 @@ static void pull(varlog_subscription_t *sub, sub_ls_t *ls)
         uint64_t pos = sub->order == SUB_BY_GLSN ? ls->head.meta.glsn : ls->head.meta.llsn;
         if (pos < sub->wanted || pos <= ls->last_pos) {
             grpc_byte_buffer_destroy(bb);
-            sub->n_duplicates++;
+            bump(&sub->n_duplicates, 1);
             continue;
         }
         ls->held = bb;
@@ -463,10 +470,6 @@ static bool all_finished(const varlog_subscription_t *sub)
 static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
 {
     pthread_mutex_lock(&sub->mu);
-    sub->stats.entries = sub->n_entries;
-    sub->stats.bytes = sub->n_bytes;
-    sub->stats.duplicates = sub->n_duplicates;
-    sub->stats.next_position = sub->wanted;
     if (sub->closing) {
         pthread_mutex_unlock(&sub->mu);
         return VARLOG_ERR_CLOSED;
@@ -572,8 +575,9 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 sub->wanted = min.glsn + 1;
                 sub->gap_checked = false;
                 sub->blocked_since_ms = 0;
-                sub->n_entries++;
-                sub->n_bytes += ls->head.len;
+                bump(&sub->n_entries, 1);
+                bump(&sub->n_bytes, ls->head.len);
+                atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
                 return VARLOG_OK;
             }
             /* The wanted position is in no head. It may still come from a log stream without
@@ -593,6 +597,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                     break;
             }
             sub->wanted = min.glsn;
+            atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
         }
         if (sub->result != VARLOG_OK)
             continue;
