@@ -3,11 +3,11 @@
  * do.
  *
  * Concurrency: the calls of one operation run at once, as Go runs them, on at most
- * PT_PARALLEL_MAX threads: the caller's thread and short-lived helpers, each taking the next
- * target until none is left. All share the operation's absolute deadline, so a replica that
- * does not answer costs the deadline once, not once per replica. With one target (a single
- * replica) no thread is started. A helper that cannot be started only means fewer of them:
- * the caller's thread takes what is left. */
+ * PT_PARALLEL_MAX threads: the caller's thread and short-lived helpers ("varlog-fanout"), each
+ * taking the next target until none is left. All share the operation's absolute deadline, so
+ * a replica that does not answer costs the deadline once, not once per replica. With one
+ * target (a single replica) no thread is started. A helper that cannot be started only means
+ * fewer of them: the caller's thread takes what is left. */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -87,6 +87,7 @@ static void fanout_run(pt_fanout_t *f)
     for (size_t i = 1; i < want; i++) {
         if (pthread_create(&th[started], NULL, fanout_worker, f) != 0)
             break;
+        pthread_setname_np(th[started], "varlog-fanout");
         started++;
     }
     fanout_worker(f);
