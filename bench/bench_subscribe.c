@@ -68,6 +68,10 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+
 #include "varlog/appender.h"
 #include "varlog/client.h"
 #include "varlog/conf.h"
@@ -76,6 +80,7 @@
 #include "alloc_count.h"
 #include "child_server.h"
 #include "harness.h"
+#include "wire.h"
 
 #ifndef VARLOG_SERVER_PROGRAM
 #define VARLOG_SERVER_PROGRAM "varlog-server"
@@ -91,7 +96,7 @@
 #define MAX_LOG_STREAMS 64
 #define MAX_CONF 16
 
-typedef enum { F_SUBSCRIBE_TO_ITER, F_SUBSCRIBE_ITER, F_SUBSCRIBE_HANDLER } form_t;
+typedef enum { F_SUBSCRIBE_TO_ITER, F_SUBSCRIBE_ITER, F_SUBSCRIBE_HANDLER, F_GRPC_FLOOR } form_t;
 
 typedef struct scase {
     char name[64];
@@ -110,6 +115,10 @@ static bool no_fill;
 static const char *extra_conf[2 * MAX_CONF + 1];
 static size_t n_extra_conf;
 static char extra_conf_buf[MAX_CONF][256];
+/* -chanarg NAME=INT: integer channel arguments added to GrpcFloor's channel. */
+static grpc_arg chan_args[MAX_CONF];
+static size_t n_chan_args;
+static char chan_arg_buf[MAX_CONF][128];
 
 static uint8_t payload[ENTRY_SIZE];
 
@@ -118,6 +127,9 @@ typedef struct env {
     varlog_server_t *srv; /* -inproc */
     pid_t child;          /* the varlog-server child, or -1 */
     varlog_client_t *client;
+    char address[256]; /* the server's (metadata and storage node) */
+    grpc_channel *ch;  /* GrpcFloor's own channel and queue */
+    grpc_completion_queue *cq;
     varlog_appender_t *app; /* the filler, opened when first needed */
     int32_t log_stream;     /* SubscribeTo's */
     uint64_t first;         /* the first GLSN (LLSN for SubscribeTo) of the log */
@@ -180,6 +192,9 @@ static int client_open(const char *address, const char *const *extra, varlog_cli
     return 0;
 }
 
+static int env_client_open(env_t *e);
+static void env_client_close(env_t *e);
+
 /* ---- filling the log ----------------------------------------------------------------- */
 
 static void on_filled(const varlog_append_result_t *r, void *opaque)
@@ -221,6 +236,10 @@ static int fill(bench_b_t *b, env_t *e, uint64_t want)
         return -1;
     }
     bool to = e->c->form == F_SUBSCRIBE_TO_ITER;
+    if (!e->client && env_client_open(e) != 0) {
+        bfail(b, "varlog_client_new", VARLOG_ERR_INTERNAL, NULL);
+        return -1;
+    }
     if (!e->app) {
         /* SubscribeTo reads one log stream: fill that one. Otherwise topic-wide, as a
          * writer spreading batches over the log streams would. */
@@ -268,6 +287,39 @@ static int fill(bench_b_t *b, env_t *e, uint64_t want)
 
 static void env_close(env_t *e)
 {
+    if (e->ch) {
+        grpc_channel_destroy(e->ch);
+        grpc_completion_queue_shutdown(e->cq);
+        while (grpc_completion_queue_next(e->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
+            ;
+        grpc_completion_queue_destroy(e->cq);
+        e->ch = NULL;
+        wire_grpc_unref();
+    }
+    env_client_close(e);
+    varlog_server_destroy(e->srv);
+    e->srv = NULL;
+    child_server_stop(e->child);
+    e->child = -1;
+}
+
+/* The library's client, with the filler's properties and -conf's. */
+static int env_client_open(env_t *e)
+{
+    char batch_s[16];
+    snprintf(batch_s, sizeof(batch_s), "%d", fill_batch);
+    const char *conf[4 + 2 * MAX_CONF + 1] = {"appender.batch.max.records", batch_s,
+                                              "appender.pipeline.depth", "4"};
+    for (size_t i = 0; i < n_extra_conf; i++)
+        conf[4 + i] = extra_conf[i];
+    return client_open(e->address, conf, &e->client);
+}
+
+/* GrpcFloor closes the library's client while it measures: its I/O thread would otherwise
+ * poll gRPC's shared epoll set too and hand the floor's messages over from another thread. */
+static void env_client_close(env_t *e)
+{
     if (e->app) {
         varlog_err_t rc = varlog_appender_close(&e->app, CLOSE_TIMEOUT_MS);
         if (rc != VARLOG_OK)
@@ -275,10 +327,6 @@ static void env_close(env_t *e)
     }
     varlog_client_destroy(e->client);
     e->client = NULL;
-    varlog_server_destroy(e->srv);
-    e->srv = NULL;
-    child_server_stop(e->child);
-    e->child = -1;
 }
 
 /* With -mr: where the log begins, and how much of it there is, from varlog_peek. */
@@ -347,14 +395,24 @@ static void *env_setup(const void *arg)
             goto fail;
         address = child_addr;
     }
-    char batch_s[16];
-    snprintf(batch_s, sizeof(batch_s), "%d", fill_batch);
-    const char *conf[4 + 2 * MAX_CONF + 1] = {"appender.batch.max.records", batch_s,
-                                              "appender.pipeline.depth", "4"};
-    for (size_t i = 0; i < n_extra_conf; i++)
-        conf[4 + i] = extra_conf[i];
-    if (client_open(address, conf, &e->client) != 0)
+    snprintf(e->address, sizeof(e->address), "%s", address);
+    if (env_client_open(e) != 0)
         goto fail;
+    if (c->form == F_GRPC_FLOOR) {
+        wire_grpc_ref();
+        const grpc_channel_args *base = wire_channel_args(WIRE_ARGS_CLIENT);
+        grpc_arg args[32];
+        size_t na = 0;
+        for (size_t i = 0; i < base->num_args && na < 32; i++)
+            args[na++] = base->args[i];
+        for (size_t i = 0; i < n_chan_args && na < 32; i++)
+            args[na++] = chan_args[i];
+        grpc_channel_args ca = {.num_args = na, .args = args};
+        grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+        e->ch = grpc_channel_create(address, creds, &ca);
+        grpc_channel_credentials_release(creds);
+        e->cq = grpc_completion_queue_create_for_next(NULL);
+    }
     int32_t ids[MAX_LOG_STREAMS];
     size_t n = 0;
     varlog_err_t rc = varlog_client_log_streams(e->client, topic_id, ids, MAX_LOG_STREAMS, &n);
@@ -529,12 +587,178 @@ static int64_t read_handler(bench_b_t *b, env_t *e, varlog_subscription_t **sub)
     return (int64_t)e->h_bytes;
 }
 
+/* GrpcFloor: the same Subscribe as the library's, on a bare gRPC-core call whose
+ * completion queue the benchmark thread polls itself (grpc_completion_queue_next reads the
+ * socket on the calling thread: no I/O thread, no hand-off), one RECV_MESSAGE per entry, the
+ * GLSN read from the message's first bytes. What is left per entry is gRPC core's and the
+ * kernel's own cost of a message: the floor under any client built on gRPC core. */
+enum { T_START = 1, T_STATUS, T_RECV };
+
+static bool floor_batch(grpc_call *call, const grpc_op *ops, size_t n, intptr_t tag)
+{
+    return grpc_call_start_batch(call, ops, n, (void *)tag, NULL) == GRPC_CALL_OK;
+}
+
+/* Waits for tag; other completions are noted in *done (bit per tag). */
+static bool floor_wait(env_t *e, intptr_t tag, unsigned *done, bool *ok)
+{
+    while (!(*done & (1u << tag))) {
+        grpc_event ev = grpc_completion_queue_next(e->cq, wire_deadline(NEXT_TIMEOUT_MS), NULL);
+        if (ev.type != GRPC_OP_COMPLETE)
+            return false;
+        *done |= 1u << (intptr_t)ev.tag;
+        if ((intptr_t)ev.tag == tag)
+            *ok = ev.success != 0;
+    }
+    *done &= ~(1u << tag);
+    return true;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* The GLSN of a SubscribeResponse (field 1 first, as Go and protobuf-c write it); 0 when
+ * the message does not start with it. */
+static uint64_t floor_glsn(grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader r;
+    grpc_slice *sl;
+    uint8_t head[11];
+    size_t got = 0;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return 0;
+    /* A message's bytes may be split anywhere, even inside the first varint. */
+    while (got < sizeof(head) && grpc_byte_buffer_reader_peek(&r, &sl)) {
+        size_t take = GRPC_SLICE_LENGTH(*sl);
+        if (take > sizeof(head) - got)
+            take = sizeof(head) - got;
+        memcpy(head + got, GRPC_SLICE_START_PTR(*sl), take);
+        got += take;
+    }
+    grpc_byte_buffer_reader_destroy(&r);
+    uint64_t v = 0;
+    if (got < 2 || head[0] != 0x08)
+        return 0;
+    for (size_t i = 1, shift = 0; i < got && shift < 64; i++, shift += 7) {
+        v |= (uint64_t)(head[i] & 0x7f) << shift;
+        if (!(head[i] & 0x80))
+            break;
+    }
+    return v;
+}
+
+static int64_t read_floor(bench_b_t *b, env_t *e)
+{
+    uint64_t begin = e->first, end = e->first + (uint64_t)b->n;
+    uint8_t req[64];
+    size_t len = 0;
+    req[len++] = 0x08;
+    len += put_varint(req + len, begin);
+    req[len++] = 0x10;
+    len += put_varint(req + len, end);
+    req[len++] = 0x18;
+    len += put_varint(req + len, (uint64_t)topic_id);
+    req[len++] = 0x20;
+    len += put_varint(req + len, (uint64_t)e->log_stream);
+    grpc_slice rs = grpc_slice_from_copied_buffer((const char *)req, len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&rs, 1);
+    grpc_slice_unref(rs);
+    grpc_call *call =
+        grpc_channel_create_call(e->ch, NULL, GRPC_PROPAGATE_DEFAULTS, e->cq,
+                                 grpc_slice_from_static_string("/varlog.snpb.LogIO/Subscribe"),
+                                 NULL, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_status_code code = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[4], st;
+    memset(ops, 0, sizeof(ops));
+    memset(&st, 0, sizeof(st));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    st.data.recv_status_on_client.trailing_metadata = &trailing;
+    st.data.recv_status_on_client.status = &code;
+    st.data.recv_status_on_client.status_details = &details;
+    int64_t bytes = -1;
+    unsigned done = 0;
+    bool ok = false, started = call && floor_batch(call, ops, 4, T_START) &&
+                               floor_batch(call, &st, 1, T_STATUS);
+    if (!started) {
+        bfail(b, "grpc_call_start_batch", VARLOG_ERR_INTERNAL, "Subscribe");
+        goto out;
+    }
+    bytes = 0;
+    for (uint64_t want = begin; want < end; want++) {
+        grpc_byte_buffer *bb = NULL;
+        grpc_op rop;
+        memset(&rop, 0, sizeof(rop));
+        rop.op = GRPC_OP_RECV_MESSAGE;
+        rop.data.recv_message.recv_message = &bb;
+        if (!floor_batch(call, &rop, 1, T_RECV) || !floor_wait(e, T_RECV, &done, &ok) || !bb) {
+            char t[96];
+            snprintf(t, sizeof(t), "no message for GLSN %llu", (unsigned long long)want);
+            bfail(b, "GrpcFloor", VARLOG_ERR_RPC_UNAVAILABLE, t);
+            bytes = -1;
+            goto out;
+        }
+        uint64_t g = floor_glsn(bb);
+        bytes += (int64_t)grpc_byte_buffer_length(bb);
+        grpc_byte_buffer_destroy(bb);
+        if (g != want) {
+            char t[96];
+            snprintf(t, sizeof(t), "wanted GLSN %llu, got %llu", (unsigned long long)want,
+                     (unsigned long long)g);
+            bfail(b, "GrpcFloor", VARLOG_ERR_INTERNAL, t);
+            bytes = -1;
+            goto out;
+        }
+    }
+    if (!floor_wait(e, T_STATUS, &done, &ok) || code != GRPC_STATUS_OK) {
+        bfail(b, "GrpcFloor: the stream's status", VARLOG_ERR_RPC_UNKNOWN, "not OK");
+        bytes = -1;
+    }
+out:
+    if (call) {
+        grpc_call_cancel(call, NULL);
+        /* Drain what is still in flight before the call and its arrays go. */
+        if (started) {
+            if (!(done & (1u << T_START)))
+                floor_wait(e, T_START, &done, &ok);
+            if (bytes < 0 && !(done & (1u << T_STATUS)))
+                floor_wait(e, T_STATUS, &done, &ok);
+        }
+        grpc_call_unref(call);
+    }
+    grpc_byte_buffer_destroy(send);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_slice_unref(details);
+    return bytes;
+}
+
 static void sub_round(bench_b_t *b)
 {
     env_t *e = b->ctx;
     b_stop_timer(b);
     if (fill(b, e, (uint64_t)b->n) != 0)
         return;
+    if (e->c->form == F_GRPC_FLOOR && e->client)
+        env_client_close(e);
     b_start_timer(b);
     int64_t srv0 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
     int64_t cpu0 = rusage_us();
@@ -542,8 +766,9 @@ static void sub_round(bench_b_t *b)
     uint64_t all0 = alloc_count_all_allocs();
 
     varlog_subscription_t *sub = NULL;
-    int64_t bytes =
-        e->c->form == F_SUBSCRIBE_HANDLER ? read_handler(b, e, &sub) : read_iter(b, e, &sub);
+    int64_t bytes = e->c->form == F_GRPC_FLOOR          ? read_floor(b, e)
+                    : e->c->form == F_SUBSCRIBE_HANDLER ? read_handler(b, e, &sub)
+                                                        : read_iter(b, e, &sub);
     varlog_subscription_stats_t st;
     memset(&st, 0, sizeof(st));
     if (sub)
@@ -617,6 +842,28 @@ static bool add_conf(const char *prog, const char *v)
     return true;
 }
 
+/* "NAME=INT" into GrpcFloor's channel arguments. */
+static bool add_chan_arg(const char *prog, const char *v)
+{
+    const char *eq = strchr(v, '=');
+    char *end;
+    if (!eq || eq == v || n_chan_args >= MAX_CONF || strlen(v) >= 128) {
+        fprintf(stderr, "%s: -chanarg %s: NAME=INT (at most %d)\n", prog, v, MAX_CONF);
+        return false;
+    }
+    long t = strtol(eq + 1, &end, 10);
+    if (end == eq + 1 || *end || t < INT32_MIN || t > INT32_MAX) {
+        fprintf(stderr, "%s: -chanarg %s: the value is not an int\n", prog, v);
+        return false;
+    }
+    char *buf = chan_arg_buf[n_chan_args];
+    memcpy(buf, v, (size_t)(eq - v));
+    buf[eq - v] = '\0';
+    chan_args[n_chan_args++] =
+        (grpc_arg){.type = GRPC_ARG_INTEGER, .key = buf, .value.integer = (int)t};
+    return true;
+}
+
 static bool take_own_flags(int *argc, char **argv)
 {
     int out = 1;
@@ -647,6 +894,8 @@ static bool take_own_flags(int *argc, char **argv)
             fill_batch = t;
         } else if (is_flag(*argc, argv, &i, "conf", true, &v)) {
             ok = v && add_conf(argv[0], v);
+        } else if (is_flag(*argc, argv, &i, "chanarg", true, &v)) {
+            ok = v && add_chan_arg(argv[0], v);
         } else {
             argv[out++] = argv[i];
             continue;
@@ -703,12 +952,13 @@ int main(int argc, char **argv)
         cases[n++] = (scase_t){.form = F_SUBSCRIBE_ITER, .log_streams = 2};
         cases[n++] = (scase_t){.form = F_SUBSCRIBE_ITER, .log_streams = 4};
         cases[n++] = (scase_t){.form = F_SUBSCRIBE_HANDLER, .log_streams = 2};
+        cases[n++] = (scase_t){.form = F_GRPC_FLOOR, .log_streams = 1};
     }
     static bench_t benches[8];
     for (size_t i = 0; i < n; i++) {
         scase_t *c = &cases[i];
         static const char *const forms[] = {"SubscribeTo/iter", "Subscribe/iter",
-                                            "Subscribe/handler"};
+                                            "Subscribe/handler", "GrpcFloor"};
         snprintf(c->name, sizeof(c->name), "%s/ls=%d/size=%d", forms[c->form], c->log_streams,
                  ENTRY_SIZE);
         benches[i] = (bench_t){.name = c->name,
