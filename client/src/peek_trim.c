@@ -168,48 +168,6 @@ static int64_t op_deadline(const varlog_client_t *c, int64_t timeout_ms)
     return wire_now_ms() + t;
 }
 
-/* Whether topic_id (and log_stream_id unless 0) is in the metadata, with one refresh within
- * the deadline for an unknown id. Sets the error text, naming the operation `who`. */
-static varlog_err_t check_target(varlog_client_t *c, const char *who, int32_t topic_id,
-                                 int32_t log_stream_id, int64_t deadline_ms)
-{
-    for (int round = 0;; round++) {
-        md_view_t *v = md_current(c);
-        bool topic_known = md_view_topic(v, topic_id) != NULL;
-        bool ls_known = !log_stream_id || md_view_log_stream(v, topic_id, log_stream_id);
-        unsigned long long index = (unsigned long long)v->applied_index;
-        md_view_unref(v);
-        if (topic_known && ls_known)
-            return VARLOG_OK;
-        if (round > 0) {
-            if (!topic_known)
-                return errtext_set(VARLOG_ERR_UNKNOWN_TOPIC,
-                                   "%s: topic %d is not in the metadata (applied index %llu)", who,
-                                   topic_id, index);
-            return errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
-                               "%s: topic %d has no log stream %d (applied index %llu)", who,
-                               topic_id, log_stream_id, index);
-        }
-        int64_t left = client_remaining_ms(deadline_ms);
-        if (left == 0)
-            return errtext_set(VARLOG_ERR_TIMED_OUT,
-                               "%s: %s %d of topic %d is not in the metadata at hand and no "
-                               "time is left to look it up",
-                               who, topic_known ? "log stream" : "topic",
-                               topic_known ? log_stream_id : topic_id, topic_id);
-        varlog_err_t err = md_fetch(c, left);
-        if (err != VARLOG_OK) {
-            char why[256];
-            errtext_copy(why, sizeof(why));
-            return errtext_set(err,
-                               "%s: %s %d of topic %d is not in the metadata at hand and the "
-                               "lookup failed: %s",
-                               who, topic_known ? "log stream" : "topic",
-                               topic_known ? log_stream_id : topic_id, topic_id, why);
-        }
-    }
-}
-
 /* ---- peek ------------------------------------------------------------------------------------ */
 
 static const char *ls_status_name(Varlog__Varlogpb__LogStreamStatus s)
@@ -300,7 +258,7 @@ varlog_err_t varlog_peek(varlog_client_t *c, int32_t topic_id, int32_t log_strea
         return err;
     int64_t deadline = op_deadline(c, timeout_ms);
     errtext_guard_begin();
-    err = check_target(c, "peek", topic_id, log_stream_id, deadline);
+    err = client_check_target(c, "peek", topic_id, log_stream_id, deadline);
     if (err != VARLOG_OK)
         goto out;
 
@@ -415,7 +373,7 @@ varlog_err_t varlog_trim(varlog_client_t *c, int32_t topic_id, uint64_t until_gl
         return err;
     int64_t deadline = op_deadline(c, timeout_ms);
     errtext_guard_begin();
-    err = check_target(c, "trim", topic_id, 0, deadline);
+    err = client_check_target(c, "trim", topic_id, 0, deadline);
     if (err != VARLOG_OK)
         goto out;
 
