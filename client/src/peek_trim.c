@@ -253,6 +253,11 @@ varlog_err_t varlog_peek(varlog_client_t *c, int32_t topic_id, int32_t log_strea
     if (log_stream_id < 1)
         return errtext_set(VARLOG_ERR_INVALID_ARG, "peek: log stream id %d (ids start at 1)",
                            log_stream_id);
+    if (timeout_ms == 0 || timeout_ms < -1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "peek: timeout_ms %lld (give a positive timeout, or -1 for "
+                           "metadata.call.timeout.ms)",
+                           (long long)timeout_ms);
     varlog_err_t err = client_enter(c);
     if (err != VARLOG_OK)
         return err;
@@ -368,6 +373,11 @@ varlog_err_t varlog_trim(varlog_client_t *c, int32_t topic_id, uint64_t until_gl
                            "trim: until_glsn %llu (give the last GLSN to delete, from 1 to "
                            "VARLOG_GLSN_MAX - 1)",
                            (unsigned long long)until_glsn);
+    if (timeout_ms == 0 || timeout_ms < -1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "trim: timeout_ms %lld (give a positive timeout, or -1 for "
+                           "metadata.call.timeout.ms)",
+                           (long long)timeout_ms);
     varlog_err_t err = client_enter(c);
     if (err != VARLOG_OK)
         return err;

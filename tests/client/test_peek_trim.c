@@ -333,9 +333,12 @@ static void test_delayed_replica_times_out(void **state)
     assert_true(took < 300 + slack);
     assert_text_has("trim: topic 1");
 
-    /* 0: no time at all, so no call is made */
+    /* 0 and below -1 are refused, as by varlog_append, and no call is made */
     uint64_t calls = varlog_server_call_count(f.srv, PATH_RMD);
-    assert_int_equal(varlog_peek(f.client, 1, 1, 0, &first, &last, NULL), VARLOG_ERR_TIMED_OUT);
+    assert_int_equal(varlog_peek(f.client, 1, 1, 0, &first, &last, NULL), VARLOG_ERR_INVALID_ARG);
+    assert_text_has("timeout_ms 0");
+    assert_int_equal(varlog_trim(f.client, 1, 1, -2), VARLOG_ERR_INVALID_ARG);
+    assert_text_has("timeout_ms -2");
     assert_int_equal(varlog_server_call_count(f.srv, PATH_RMD), calls);
     cf_stop(&f);
 }

@@ -168,7 +168,8 @@ VARLOG_API void varlog_subscription_close(varlog_subscription_t **sub);
  * (glsn = llsn = 0) in both. *complete (may be NULL) is true when some replica is running
  * or sealed; false when all answering replicas are sealing (the tail may not be final).
  * Blocks up to timeout_ms (-1 = metadata.call.timeout.ms). first and last are written on
- * OK only. Errors: INVALID_ARG (NULL first or last, ids < 1), UNKNOWN_TOPIC,
+ * OK only. Errors: INVALID_ARG (NULL first or last, ids < 1, timeout_ms 0 or below -1),
+ * UNKNOWN_TOPIC,
  * UNKNOWN_LOG_STREAM, TIMED_OUT, CLOSED, and when no replica answered usefully the first
  * replica's error (RPC_*, DECODE, or STATE for a replica in another state); the text in
  * varlog_last_error() names every replica's failure.
@@ -185,7 +186,8 @@ VARLOG_API varlog_err_t varlog_peek(varlog_client_t *client, int32_t topic_id,
  * protocol reports no per-replica result), so OK means at least one node accepted the
  * request; deletion on the node is asynchronous. Subscriptions of a trimmed range then end
  * with VARLOG_ERR_TRIMMED. Blocks up to timeout_ms (-1 = metadata.call.timeout.ms).
- * Errors: INVALID_ARG (topic_id < 1, until_glsn 0 or VARLOG_GLSN_MAX), UNKNOWN_TOPIC,
+ * Errors: INVALID_ARG (topic_id < 1, until_glsn 0 or VARLOG_GLSN_MAX, timeout_ms 0 or below
+ * -1), UNKNOWN_TOPIC,
  * NO_LOG_STREAM (no node holds a replica), TIMED_OUT, CLOSED, or when every node failed the
  * first node's error (text in varlog_last_error()).
  */
