@@ -1,0 +1,190 @@
+/* A hung storage node under a subscription (varlog/subscribe.h, "Failures": a stream silent
+ * for subscribe.stall.timeout.ms while another log stream shows the wanted GLSN exists is
+ * treated as broken).
+ *
+ * A hung node is made at link time: rpc_stream_open is wrapped so that the first Subscribe
+ * stream of one log stream goes to a second server whose Subscribe responses are delayed for
+ * a minute. It accepts the call and sends nothing, as a node that hangs does, while the
+ * other log stream's stream, on the real server, delivers the GLSNs after the wanted one. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "client_fixture.h"
+#include "rpc_client.h"
+#include "snpb/log_io.pb-c.h"
+#include "test_support.h"
+#include "varlog/subscribe.h"
+
+#define PATH_SUBSCRIBE "/varlog.snpb.LogIO/Subscribe"
+
+static struct {
+    pthread_mutex_t mu;
+    const char *hung_address; /* where redirected streams go */
+    int32_t ls;               /* whose streams are redirected */
+    int left;                 /* how many more */
+    int redirected;
+} w = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+varlog_err_t __real_rpc_stream_open(rpc_client_t *c, const char *target, const char *method,
+                                    const rpc_stream_opts_t *opts, const ProtobufCMessage *request,
+                                    rpc_stream_t **out);
+varlog_err_t __wrap_rpc_stream_open(rpc_client_t *c, const char *target, const char *method,
+                                    const rpc_stream_opts_t *opts, const ProtobufCMessage *request,
+                                    rpc_stream_t **out);
+
+varlog_err_t __wrap_rpc_stream_open(rpc_client_t *c, const char *target, const char *method,
+                                    const rpc_stream_opts_t *opts, const ProtobufCMessage *request,
+                                    rpc_stream_t **out)
+{
+    pthread_mutex_lock(&w.mu);
+    if (w.left > 0 && strcmp(method, PATH_SUBSCRIBE) == 0 &&
+        ((const Varlog__Snpb__SubscribeRequest *)request)->log_stream_id == w.ls) {
+        w.left--;
+        w.redirected++;
+        target = w.hung_address;
+    }
+    pthread_mutex_unlock(&w.mu);
+    return __real_rpc_stream_open(c, target, method, opts, request, out);
+}
+
+static void redirect(const char *address, int32_t ls, int n)
+{
+    pthread_mutex_lock(&w.mu);
+    w.hung_address = address;
+    w.ls = ls;
+    w.left = n;
+    w.redirected = 0;
+    pthread_mutex_unlock(&w.mu);
+}
+
+static int redirected(void)
+{
+    pthread_mutex_lock(&w.mu);
+    int n = w.redirected;
+    pthread_mutex_unlock(&w.mu);
+    return n;
+}
+
+/* Appends one record to log stream ls and returns its GLSN. */
+static uint64_t append_one(varlog_client_t *c, int32_t ls, const char *text)
+{
+    varlog_record_t r = cf_record(text);
+    varlog_entry_meta_t m;
+    assert_int_equal(varlog_append_to(c, 1, ls, &r, 1, 10000, &m, NULL), VARLOG_OK);
+    return m.glsn;
+}
+
+static varlog_server_t *hung_server(void)
+{
+    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 2};
+    varlog_server_t *hung = NULL;
+    assert_int_equal(varlog_server_start(&o, &hung), VARLOG_OK);
+    assert_int_equal(varlog_server_delay(hung, PATH_SUBSCRIBE, 60000), VARLOG_OK);
+    return hung;
+}
+
+/* Log stream 1 holds GLSN 1 and its stream hangs; log stream 2 holds 2..4 and delivers them
+ * at once. The merge must wait for 1, see the stall, reopen log stream 1 and deliver 1..4 in
+ * order, each once. */
+static void test_stalled_stream_is_reopened(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "subscribe.stall.timeout.ms", "300", NULL);
+    varlog_server_t *hung = hung_server();
+    assert_int_equal(append_one(f.client, 1, "one"), 1);
+    for (uint64_t g = 2; g <= 4; g++)
+        assert_int_equal(append_one(f.client, 2, "later"), g);
+
+    redirect(varlog_server_address(hung), 1, 1);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 5, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    for (uint64_t g = 1; g <= 4; g++) {
+        assert_int_equal(varlog_subscription_next(sub, cf_wait_bound_ms(), &e), VARLOG_OK);
+        assert_int_equal(e.meta.glsn, g);
+        assert_int_equal(e.meta.log_stream_id, g == 1 ? 1 : 2);
+    }
+    assert_int_equal(varlog_subscription_next(sub, cf_wait_bound_ms(), &e), VARLOG_ERR_END);
+    assert_int_equal(redirected(), 1);
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_int_equal(st.stalls, 1);
+    assert_int_equal(st.resubscribes, 1);
+    assert_int_equal(st.entries, 4);
+    assert_int_equal(st.duplicates, 0);
+    varlog_subscription_close(&sub);
+    /* The hung node got the stream, and the real one the reopened stream. */
+    assert_int_equal(varlog_server_call_count(hung, PATH_SUBSCRIBE), 1);
+    varlog_server_destroy(hung);
+    cf_stop(&f);
+}
+
+/* With subscribe.stall.timeout.ms 0 nothing is taken for stalled: the same hung stream holds
+ * the subscription until the caller gives up, and no stream is reopened. */
+static void test_stall_detection_off(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "subscribe.stall.timeout.ms", "0", NULL);
+    varlog_server_t *hung = hung_server();
+    append_one(f.client, 1, "one");
+    append_one(f.client, 2, "two");
+    redirect(varlog_server_address(hung), 1, 1);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 3, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    assert_int_equal(varlog_subscription_next(sub, 1000, &e), VARLOG_ERR_TIMED_OUT);
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_int_equal(st.stalls, 0);
+    assert_int_equal(st.resubscribes, 0);
+    assert_int_equal(st.entries, 0);
+    varlog_subscription_close(&sub);
+    varlog_server_destroy(hung);
+    cf_stop(&f);
+}
+
+/* A tail whose log streams are all idle has no evidence that anything is missing: it waits
+ * without reopening anything, however long the idle time, and then delivers what comes. */
+static void test_idle_tail_is_not_a_stall(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "subscribe.stall.timeout.ms", "100", NULL);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    assert_int_equal(varlog_subscription_next(sub, 600, &e), VARLOG_ERR_TIMED_OUT);
+    assert_int_equal(append_one(f.client, 2, "a"), 1);
+    assert_int_equal(append_one(f.client, 1, "b"), 2);
+    for (uint64_t g = 1; g <= 2; g++) {
+        assert_int_equal(varlog_subscription_next(sub, cf_wait_bound_ms(), &e), VARLOG_OK);
+        assert_int_equal(e.meta.glsn, g);
+    }
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_int_equal(st.stalls, 0);
+    assert_int_equal(st.resubscribes, 0);
+    assert_int_equal(varlog_server_call_count(f.srv, PATH_SUBSCRIBE), 2);
+    varlog_subscription_close(&sub);
+    cf_stop(&f);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stalled_stream_is_reopened),
+        cmocka_unit_test(test_stall_detection_off),
+        cmocka_unit_test(test_idle_tail_is_not_a_stall),
+    };
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
