@@ -5,12 +5,10 @@
  * producer's varlog_appender_append calls allocate: must be none) and process-wide (the
  * appender's thread, gRPC, protobuf-c: far below one per append at batch 1000).
  *
- * Counting: in plain and UBSan builds this file defines malloc & co. in the executable, so
- * the shared libraries' allocations (gRPC, protobuf-c) are counted too; each goes on to
- * glibc's __libc_* entry points (under valgrind, which replaces those, to valgrind's
- * allocator). ASan and TSan own malloc, so there the build wraps the static objects' calls
- * at link time instead (-Wl,--wrap, as bench/alloc_count.c): libvarlog's own allocations
- * are still all seen, gRPC's are not. */
+ * Counting (alloc_hook.h): in plain and UBSan builds malloc & co. are interposed in the
+ * executable, so the shared libraries' allocations (gRPC, protobuf-c) are counted too. ASan
+ * and TSan own malloc, so there the build wraps the static objects' calls at link time
+ * instead (-Wl,--wrap): libvarlog's own allocations are still all seen, gRPC's are not. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,112 +23,13 @@
 #include <time.h>
 
 #include <cmocka.h>
-#include <execinfo.h>
 
+#include "alloc_hook.h"
 #include "appender_test_util.h"
 #include "child_server.h"
 #include "test_support.h"
 #include "varlog/appender.h"
 #include "varlog/client.h"
-
-/* ---- counting ------------------------------------------------------------------------------ */
-
-static atomic_uint_fast64_t all_allocs;
-static _Thread_local uint64_t thread_allocs;
-
-/* Where the first allocation inside a measured append came from, for the failure message. */
-static _Thread_local bool capture;
-static void *first_trace[24];
-static int first_trace_n;
-
-static inline void count_one(void)
-{
-    thread_allocs++;
-    atomic_fetch_add_explicit(&all_allocs, 1, memory_order_relaxed);
-    if (capture && first_trace_n == 0) {
-        capture = false; /* backtrace may allocate (the first time) */
-        first_trace_n = backtrace(first_trace, 24);
-    }
-}
-
-/* COUNTED(malloc) is what the program's calls reach, UNDERLYING(malloc) where it passes them
- * on: __wrap_malloc and __real_malloc under ASan and TSan, malloc itself and glibc's
- * __libc_malloc otherwise. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define COUNTING "link-time wrap (static objects only)"
-#define COUNTED(fn) __wrap_##fn
-#define UNDERLYING(fn) __real_##fn
-#define EXPORTED
-#else
-#define COUNTING "interposed malloc (whole process)"
-#define COUNTED(fn) fn
-#define UNDERLYING(fn) __libc_##fn
-/* Exported from the executable (the build hides symbols by default), so that the shared
- * libraries bind to them. */
-#define EXPORTED __attribute__((visibility("default")))
-#endif
-void *UNDERLYING(malloc)(size_t n);
-void *UNDERLYING(calloc)(size_t n, size_t m);
-void *UNDERLYING(realloc)(void *p, size_t n);
-EXPORTED void *COUNTED(malloc)(size_t n);
-EXPORTED void *COUNTED(calloc)(size_t n, size_t m);
-EXPORTED void *COUNTED(realloc)(void *p, size_t n);
-
-void *COUNTED(malloc)(size_t n)
-{
-    count_one();
-    return UNDERLYING(malloc)(n);
-}
-
-void *COUNTED(calloc)(size_t n, size_t m)
-{
-    count_one();
-    return UNDERLYING(calloc)(n, m);
-}
-
-void *COUNTED(realloc)(void *p, size_t n)
-{
-    count_one();
-    return UNDERLYING(realloc)(p, n);
-}
-
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-void __libc_free(void *p);
-void *__libc_memalign(size_t align, size_t n);
-EXPORTED void free(void *p);
-EXPORTED void *memalign(size_t align, size_t n);
-EXPORTED void *aligned_alloc(size_t align, size_t n);
-EXPORTED int posix_memalign(void **out, size_t align, size_t n);
-
-void free(void *p)
-{
-    __libc_free(p);
-}
-
-void *memalign(size_t align, size_t n)
-{
-    count_one();
-    return __libc_memalign(align, n);
-}
-
-void *aligned_alloc(size_t align, size_t n)
-{
-    count_one();
-    return __libc_memalign(align, n);
-}
-
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (align == 0 || align % sizeof(void *) != 0 || (align & (align - 1)) != 0)
-        return 22; /* EINVAL */
-    count_one();
-    void *p = __libc_memalign(align, n);
-    if (!p)
-        return 12; /* ENOMEM */
-    *out = p;
-    return 0;
-}
-#endif
 
 /* ---- the server and the client ------------------------------------------------------------- */
 
@@ -281,15 +180,12 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call, lo
     long queue = 2000;
     char queue_s[32];
     snprintf(queue_s, sizeof(queue_s), "%ld", queue);
-    /* backtrace loads its unwinder (allocating) on first use: not inside a measured call */
-    void *warm[2];
-    (void)backtrace(warm, 2);
-    first_trace_n = 0;
+    alloc_hook_trace_reset();
     /* The counters see this thread's allocations. */
-    uint64_t mine = thread_allocs;
+    uint64_t mine = alloc_hook_thread(ALLOC_HOOK_ALL);
     void *volatile probe = malloc(16);
     free(probe);
-    assert_int_equal(thread_allocs, mine + 1);
+    assert_int_equal(alloc_hook_thread(ALLOC_HOOK_ALL), mine + 1);
     env_t *e = &g_env;
     /* linger 1 s: a batch leaves when full (1000 records), the configuration measured */
     env_start(e, log_streams, "appender.batch.max.records", "1000", "appender.linger.ms", "1000",
@@ -330,20 +226,20 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call, lo
     varlog_appender_stats_t s0, s1;
     assert_int_equal(varlog_appender_stats(app, &s0), VARLOG_OK);
     uint64_t producer = 0, calls_allocating = 0;
-    uint64_t all0 = atomic_load(&all_allocs);
+    uint64_t all0 = alloc_hook_total(ALLOC_HOOK_ALL);
     for (long i = 0; i < n; i++) {
-        uint64_t before = thread_allocs;
-        capture = first_trace_n == 0;
+        uint64_t before = alloc_hook_thread(ALLOC_HOOK_ALL);
+        alloc_hook_capture(true, ALLOC_HOOK_ALL);
         varlog_err_t rc = varlog_appender_append(app, recs, per_call, -1, sink_cb, NULL);
-        capture = false;
-        uint64_t d = thread_allocs - before;
+        alloc_hook_capture(false, ALLOC_HOOK_ALL);
+        uint64_t d = alloc_hook_thread(ALLOC_HOOK_ALL) - before;
         producer += d;
         calls_allocating += d > 0;
         if (rc != VARLOG_OK)
             fail_msg("append %ld: %s", i, varlog_err_name(rc));
     }
     flush_ok(app);
-    uint64_t all = atomic_load(&all_allocs) - all0;
+    uint64_t all = alloc_hook_total(ALLOC_HOOK_ALL) - all0;
     atomic_store(&slow_cb_ns, 0);
     assert_int_equal(varlog_appender_stats(app, &s1), VARLOG_OK);
     uint64_t batches = s1.batches_sent - s0.batches_sent;
@@ -352,17 +248,15 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call, lo
                   "with %ld calls): "
                   "producer allocations %llu (in %llu calls); process-wide %llu = %.4f per "
                   "record; %llu batches, %.1f records per batch\n",
-                  COUNTING, n, per_call, bound_ls ? "bound" : "topic", spin_ns, filled,
+                  alloc_hook_mode(), n, per_call, bound_ls ? "bound" : "topic", spin_ns, filled,
                   (unsigned long long)producer, (unsigned long long)calls_allocating,
                   (unsigned long long)all, per_append, (unsigned long long)batches,
                   batches ? (double)(s1.records_appended - s0.records_appended) / (double)batches
                           : 0.0);
     assert_int_equal(sink_failed(), 0);
     assert_int_equal(s1.calls_appended - s0.calls_appended, (uint64_t)n);
-    if (producer != 0 && first_trace_n > 0) {
-        fprintf(stderr, "the first allocation inside varlog_appender_append:\n");
-        backtrace_symbols_fd(first_trace, first_trace_n, 2);
-    }
+    if (producer != 0)
+        (void)alloc_hook_trace_print("the first allocation inside varlog_appender_append:");
     if (producer != 0)
         fail_msg("varlog_appender_append allocated %llu times in %llu of %ld calls after "
                  "warm-up",
