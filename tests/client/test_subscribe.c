@@ -737,9 +737,16 @@ static void test_close_wakes_next(void **state)
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, nexter_main, &x), 0);
     bool sleeping = test_wait_until(next_sleeping, T.sub2, bound_ms());
-    int64_t t0 = test_now_ms();
-    varlog_subscription_close(&T.sub2);
-    int64_t took = test_now_ms() - t0;
+    /* closed from a third thread, so that a close that never returns fails the test */
+    closer_t c = {.sub = &T.sub2, .sink = &T.sink2};
+    atu_sync_init(&c.sync);
+    pthread_t cth;
+    assert_int_equal(pthread_create(&cth, NULL, closer_main, &c), 0);
+    if (!atu_wait_true(&c.sync, &c.returned, bound_ms()))
+        fail_msg("close still runs after %lld ms while next waits (next returned: %d)",
+                 (long long)bound_ms(), (int)x.returned);
+    pthread_join(cth, NULL);
+    atu_sync_destroy(&c.sync);
     bool returned = atu_wait_true(&x.sync, &x.returned, bound_ms());
     if (returned)
         pthread_join(th, NULL);
@@ -750,8 +757,9 @@ static void test_close_wakes_next(void **state)
     assert_null(T.sub2);
     if (x.rc != VARLOG_ERR_CLOSED)
         fail_msg("the waiting next returned %s, expected CLOSED", varlog_err_name(x.rc));
-    if (took > cf_wait_bound_ms())
-        fail_msg("close took %lld ms", (long long)took);
+    print_message("    close took %lld ms\n", (long long)c.took_ms);
+    if (c.took_ms > cf_wait_bound_ms())
+        fail_msg("close took %lld ms", (long long)c.took_ms);
     t_finish();
 }
 
@@ -778,6 +786,57 @@ static void test_destroy_with_open_subscriptions(void **state)
     assert_null(T.sub);
     assert_null(T.sub2);
     assert_int_equal(atomic_load(&T.sink.after_close), 0);
+    atu_assert_nothing_bad();
+    t_finish();
+}
+
+typedef struct destroyer {
+    varlog_client_t *client;
+    stu_sink_t *sink;
+    atu_sync_t sync;
+    bool returned;
+} destroyer_t;
+
+static void *destroyer_main(void *arg)
+{
+    destroyer_t *d = arg;
+    varlog_client_destroy(d->client);
+    atomic_store(&d->sink->closed, true);
+    atu_set_true(&d->sync, &d->returned);
+    return NULL;
+}
+
+/* varlog_client_destroy while on_entry is blocked: it closes the subscription as close
+ * does, so it returns only once the handler returned, and no handler runs after. */
+static void test_destroy_waits_for_handler(void **state)
+{
+    (void)state;
+    t_start(1, 2, 100, NULL);
+    stu_append_n(T.f.client, &T.log, 1, 0, 50, 0, 1);
+    T.sink.block_at = 5;
+    subscribe_ok(1, 1, VARLOG_GLSN_MAX, &T.sink, &T.sub);
+    assert_true(atu_wait_true(&T.sink.sync, &T.sink.blocked, bound_ms()));
+    destroyer_t d = {.client = T.f.client, .sink = &T.sink};
+    T.f.client = NULL;
+    atu_sync_init(&d.sync);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, destroyer_main, &d), 0);
+    bool early = atu_wait_true(&d.sync, &d.returned, 300);
+    release_sink(&T.sink);
+    bool done = atu_wait_true(&d.sync, &d.returned, bound_ms());
+    if (done)
+        pthread_join(th, NULL);
+    else
+        fail_msg("varlog_client_destroy still runs %lld ms after the handler returned",
+                 (long long)bound_ms());
+    atu_sync_destroy(&d.sync);
+    if (early)
+        fail_msg("varlog_client_destroy returned while on_entry was still running");
+    assert_int_equal(test_thread_count_named("varlog-sub"), 0);
+    assert_int_equal(atomic_load(&T.sink.in_handler), 0);
+    assert_int_equal(stu_sink_n(&T.sink), 5);
+    varlog_subscription_close(&T.sub);
+    assert_null(T.sub);
     atu_assert_nothing_bad();
     t_finish();
 }
@@ -890,6 +949,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_close_from_handler, teardown),
         cmocka_unit_test_teardown(test_close_wakes_next, teardown),
         cmocka_unit_test_teardown(test_destroy_with_open_subscriptions, teardown),
+        cmocka_unit_test_teardown(test_destroy_waits_for_handler, teardown),
         cmocka_unit_test_teardown(test_bad_input, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
