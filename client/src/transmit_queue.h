@@ -98,8 +98,9 @@ void tq_sift_up_loop_(tq_item_t *a, size_t i, tq_item_t x);
  * (p1) and its grandparent (p2) are two independent comparisons, and the two slots take their
  * new items by conditional moves: slot i gets p1's item if x rises past p1, else x; p1 keeps
  * its own unless x rises past it, and then gets p2's item if x rises past p2 too, else x. Only a
- * rise past p2 branches (to tq_sift_up_loop_). This made a push of a random key about 35 % faster
- * than the binary heap's three branch-free levels (7.3 -> 4.9 ns on the 2-core EPYC VM). */
+ * rise past p2 branches (to tq_sift_up_loop_). A push of a random key, measured in a loop with
+ * its random number: 8.0-8.4 ns with the binary heap's three branch-free levels, 4.7-4.8 ns so
+ * (2-core EPYC VM; docs/BENCHMARKS.md). */
 static inline void tq_sift_up_(tq_item_t *a, size_t i, tq_item_t x)
 {
     if (i >= 1 + TQ_ARITY) {
