@@ -27,6 +27,11 @@
 
 #define TRACE_DEPTH 24
 
+/* Whether the definitions below are what malloc reaches: valgrind replaces every malloc it
+ * finds, the executable's too, so under memcheck only the wraps count. Set by probe() before
+ * main. */
+static bool interposed;
+
 static atomic_uint_fast64_t totals[2];
 static _Thread_local uint64_t mine[2];
 
@@ -125,11 +130,11 @@ void *__wrap_calloc(size_t n, size_t m);
 void *__wrap_realloc(void *p, size_t n);
 
 /* Interposed, __real_malloc is the definition above, which counts the call in all; otherwise
- * it is counted in all here. */
+ * (ASan, TSan, valgrind) it is counted in all here. */
 static inline void count_ours(void)
 {
     count(ALLOC_HOOK_OURS);
-    if (!INTERPOSED)
+    if (!interposed)
         count(ALLOC_HOOK_ALL);
 }
 
@@ -154,22 +159,45 @@ void *__wrap_realloc(void *p, size_t n)
 
 /* ---- the API ------------------------------------------------------------------------------- */
 
+/* Calls malloc through a pointer, so that neither inlining nor a direct call can reach the
+ * definition above where valgrind put its own. */
+__attribute__((constructor)) static void probe(void)
+{
+#if INTERPOSED
+    void *(*volatile m)(size_t) = malloc;
+    uint64_t before = mine[ALLOC_HOOK_ALL];
+    void *p = m(1);
+    free(p);
+    interposed = mine[ALLOC_HOOK_ALL] != before;
+    mine[ALLOC_HOOK_ALL] = before;
+    atomic_fetch_sub_explicit(&totals[ALLOC_HOOK_ALL], interposed ? 1 : 0, memory_order_relaxed);
+#endif
+}
+
 const char *alloc_hook_mode(void)
 {
-    if (!INTERPOSED)
-        return "link-time wrap (static objects only)";
-    return WRAPPED ? "interposed malloc (whole process) + link-time wrap (static objects)"
-                   : "interposed malloc (whole process)";
+    if (interposed)
+        return WRAPPED ? "interposed malloc (whole process) + link-time wrap (static objects)"
+                       : "interposed malloc (whole process)";
+    if (INTERPOSED) /* valgrind's malloc */
+        return WRAPPED ? "link-time wrap (static objects only: valgrind replaces malloc)"
+                       : "nothing counted: valgrind replaces malloc";
+    return "link-time wrap (static objects only)";
 }
 
 bool alloc_hook_whole_process(void)
 {
-    return INTERPOSED;
+    return interposed;
 }
 
 bool alloc_hook_sees_ours(void)
 {
     return WRAPPED;
+}
+
+bool alloc_hook_counting(void)
+{
+    return interposed || WRAPPED;
 }
 
 uint64_t alloc_hook_thread(alloc_hook_kind_t kind)

@@ -7,11 +7,12 @@
  * test's sources; no other set-up.
  *
  * Two counts, each per thread and for the whole process:
- *   - all: every allocation the hook can see. In plain, UBSan and valgrind builds
- *     alloc_hook.c defines malloc & co. in the executable (exported, so that the shared
- *     libraries bind to them: gRPC, absl, protobuf-c, libstdc++ are counted), each going on
- *     to glibc's __libc_* entry points. ASan and TSan own malloc, so there it is the
- *     static objects' calls only (as `ours`), and alloc_hook_whole_process() is false.
+ *   - all: every allocation the hook can see. In plain and UBSan builds alloc_hook.c
+ *     defines malloc & co. in the executable (exported, so that the shared libraries bind to
+ *     them: gRPC, absl, protobuf-c, libstdc++ are counted), each going on to glibc's __libc_*
+ *     entry points. ASan and TSan own malloc, and valgrind replaces every malloc it finds
+ *     (the executable's too), so there it is the static objects' calls only (as `ours`, or
+ *     nothing without the wraps), and alloc_hook_whole_process() is false.
  *   - ours: the calls made by the static objects linked into the executable (libvarlog,
  *     pool, rpc, the test itself; not the shared libraries), seen when the target is linked
  *     with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc and alloc_hook.c compiled with
@@ -27,14 +28,17 @@ typedef enum alloc_hook_kind { ALLOC_HOOK_ALL, ALLOC_HOOK_OURS } alloc_hook_kind
 
 /* How the counts are taken, for the tests' messages ("interposed malloc (whole process)",
  * with " + link-time wrap (static objects)" when ours is counted; "link-time wrap (static
- * objects only)" under ASan and TSan). */
+ * objects only)" under ASan and TSan; under valgrind, the wraps or nothing). */
 const char *alloc_hook_mode(void);
 
-/* Whether `all` is the whole process's allocations (not under ASan or TSan). */
+/* Whether `all` is the whole process's allocations (not under ASan, TSan or valgrind). */
 bool alloc_hook_whole_process(void);
 
 /* Whether `ours` is counted (the target is linked with the wraps). */
 bool alloc_hook_sees_ours(void);
+
+/* Whether anything is counted: false only under valgrind without the wraps. */
+bool alloc_hook_counting(void);
 
 /* The counts so far: the calling thread's and the process's. */
 uint64_t alloc_hook_thread(alloc_hook_kind_t kind);

@@ -19,10 +19,16 @@
  * received messages, and gRPC may allocate in both. So the test links with
  * -Wl,--wrap=malloc,calloc,realloc in every build type (alloc_hook.h): the wraps see exactly
  * the static objects' calls (libvarlog's client, rpc, pool and codec code; gRPC and
- * protobuf-c are shared libraries), and those must be 0 per entry, on the consumer's thread
- * and process-wide. Every allocation of the process (interposed malloc, not under ASan or
- * TSan) is reported too and held to a bound per entry (ALL_PER_ENTRY_MAX): what gRPC costs
- * to receive a message, below what decoding it with protobuf-c would add. */
+ * protobuf-c are shared libraries), and those must not grow with the entries read, on the
+ * consumer's thread and process-wide: none per entry, only what a log stream's buffers take
+ * the first time they grow (ONCE_PER_LS_*). The subscription must be in a steady state
+ * (no stream opened again, no entry repeated). Every allocation of the process
+ * (interposed malloc; not under ASan, TSan or valgrind) is reported too and held to a bound
+ * per entry (ALL_PER_ENTRY_MAX): what gRPC costs to receive a message, below what decoding
+ * it with protobuf-c would add.
+ *
+ * Under valgrind, the wraps still count: the assertions on libvarlog's allocations hold
+ * there too, over fewer entries. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,37 +175,59 @@ typedef struct counts {
     uint64_t process_all;  /* every allocation of the process */
 } counts_t;
 
-static void report_and_check(const char *what, const plan_t *p, const counts_t *c)
+/* What libvarlog may allocate once per log stream, whatever the number of entries read:
+ * on the consumer's thread, the stream's scratch (wire_flatten lays a message received in
+ * several slices out flat there, grown the first time one arrives: once for entries of this
+ * size, as the 256 bytes it starts with hold one); on gRPC's thread, the stream's status text
+ * when its part of the range was sent, and its queue of received messages growing by
+ * doubling from 8 slots to the prefetch window's 256 (6 allocations). A stretch may hold
+ * these first times when messages first split or the queue first fills late, on a slow run
+ * (seen under TSan: the scratch's). Far below the entries measured, so an allocation per
+ * entry still fails. */
+#define ONCE_PER_LS_CONSUMER 1
+#define ONCE_PER_LS_ANY_THREAD 8
+
+static void report_and_check(const char *what, const plan_t *p, int32_t log_streams,
+                             const counts_t *c)
 {
     double n = (double)p->measured;
     bool whole = alloc_hook_whole_process();
-    char all[160] = "gRPC's are not seen under this sanitizer";
+    char all[160] = "gRPC's are not seen (ASan, TSan, valgrind)";
     if (whole)
         snprintf(all, sizeof(all),
                  "every allocation (gRPC's too) on the consumer's thread %.3f per entry, "
                  "process-wide %.3f per entry",
                  (double)c->thread_all / n, (double)c->process_all / n);
     print_message("    [%s] %s, %ld entries of %d B after %ld: libvarlog's on the consumer's "
-                  "thread %llu (in %llu steps), on every thread %llu = %.4f per entry; %s\n",
+                  "thread %llu (in %llu steps), on every thread %llu; %s\n",
                   alloc_hook_mode(), what, p->measured, ENTRY_LEN, p->warm,
                   (unsigned long long)c->ours, (unsigned long long)c->ours_steps,
-                  (unsigned long long)c->process_ours, (double)c->process_ours / n, all);
-    if (c->ours != 0) {
+                  (unsigned long long)c->process_ours, all);
+    uint64_t once = (uint64_t)log_streams * ONCE_PER_LS_CONSUMER;
+    if (c->ours > once) {
         (void)alloc_hook_trace_print("the first allocation of libvarlog on the consumer's thread:");
         fail_msg("%s: libvarlog allocated %llu times on the consumer's thread in %llu of %ld "
-                 "entries after warm-up",
-                 what, (unsigned long long)c->ours, (unsigned long long)c->ours_steps, p->measured);
+                 "entries after warm-up, expected at most %llu (once per log stream)",
+                 what, (unsigned long long)c->ours, (unsigned long long)c->ours_steps, p->measured,
+                 (unsigned long long)once);
     }
-    /* The library's code on gRPC's threads (a message's arrival, the consumer's wake-up)
-     * allocates nothing per entry either: its queues grew during the warm-up. What it does
-     * allocate there is per stream (over 3 log streams, measured: the status text of each
-     * stream whose part of the range was sent, 3 in all). */
-    if ((double)c->process_ours / n >= 0.01)
-        fail_msg("%s: libvarlog allocated %.4f times per entry process-wide, expected none", what,
-                 (double)c->process_ours / n);
+    once = (uint64_t)log_streams * ONCE_PER_LS_ANY_THREAD;
+    if (c->process_ours > once)
+        fail_msg("%s: libvarlog allocated %llu times on all threads in %ld entries after "
+                 "warm-up, expected at most %llu (once per log stream)",
+                 what, (unsigned long long)c->process_ours, p->measured, (unsigned long long)once);
     if (whole && (double)c->process_all / n > ALL_PER_ENTRY_MAX)
         fail_msg("%s: %.3f allocations per entry process-wide, expected <= %.1f", what,
                  (double)c->process_all / n, ALL_PER_ENTRY_MAX);
+}
+
+/* A steady state: no stream was opened again (ls_open allocates) nor repeated entries. */
+static void check_steady(varlog_subscription_t *sub)
+{
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_int_equal(st.resubscribes, 0);
+    assert_int_equal(st.duplicates, 0);
 }
 
 /* Checks that the counting sees this thread's calls, of both kinds. */
@@ -275,13 +303,14 @@ static void run_iter(int32_t log_streams, bool subscribe_to)
         rest++;
     assert_int_equal(rc, VARLOG_ERR_END);
     assert_int_equal(rest, p.total - p.warm - p.measured);
+    check_steady(sub);
     varlog_subscription_close(&sub);
 
     char what[96];
     snprintf(what, sizeof(what), "%s, %d log stream%s",
              subscribe_to ? "varlog_subscribe_to_iter" : "varlog_subscribe_iter", log_streams,
              log_streams > 1 ? "s" : "");
-    report_and_check(what, &p, &c);
+    report_and_check(what, &p, log_streams, &c);
     env_stop(e);
 }
 
@@ -413,6 +442,8 @@ static void run_handler(int32_t log_streams, bool subscribe_to)
         ;
     bool done = h.done;
     pthread_mutex_unlock(&h.mu);
+    if (done)
+        check_steady(sub);
     varlog_subscription_close(&sub); /* no handler runs after it: h is ours again */
     if (!done)
         fail_msg("no on_end within 120 s; %ld entries delivered", h.seen);
@@ -426,7 +457,7 @@ static void run_handler(int32_t log_streams, bool subscribe_to)
     snprintf(what, sizeof(what), "%s (handler), %d log stream%s",
              subscribe_to ? "varlog_subscribe_to" : "varlog_subscribe", log_streams,
              log_streams > 1 ? "s" : "");
-    report_and_check(what, &h.plan, &h.c);
+    report_and_check(what, &h.plan, log_streams, &h.c);
     env_stop(e);
     pthread_cond_destroy(&h.cv);
     pthread_mutex_destroy(&h.mu);
