@@ -49,14 +49,16 @@ typedef struct sub_ls {
     char decode_why[128];   /* why the last message could not be read */
     struct sub_ls *work;    /* the consumer's copy of the news list */
     bool work_reopen;       /* the consumer's copy of reopen */
+    rpc_stream_t *work_rpc; /* the consumer's copy of pending_rpc */
 
     /* set by the notify hook (any thread), read by the consumer's stall check */
     atomic_int_fast64_t last_recv_ms;
 
     /* mu */
-    bool queued;         /* on the subscription's list of log streams with news */
-    bool reopen;         /* the retry's backoff passed: open a new stream */
-    struct sub_ls *next; /* that list */
+    bool queued;               /* on the subscription's list of log streams with news */
+    bool reopen;               /* the retry's backoff passed: use pending_rpc, or open a stream */
+    rpc_stream_t *pending_rpc; /* opened by the retry task, for the consumer to take */
+    struct sub_ls *next;       /* that list */
 } sub_ls_t;
 
 typedef enum { SUB_BY_GLSN, SUB_BY_LLSN } sub_order_t;

@@ -69,6 +69,10 @@ static void ls_notify(void *arg)
     pthread_mutex_unlock(&sub->mu);
 }
 
+static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
+                              rpc_stream_t **out, char *why, size_t why_size);
+static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls);
+
 /* ---- resubscription ------------------------------------------------------------------------ */
 
 typedef struct sub_retry {
@@ -89,17 +93,36 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     return 0;
 }
 
+/* The backoff passed: opens the new stream here, on the engine's worker, so that it starts
+ * receiving even while an iterator's caller is away, and hands it to the consumer. A
+ * stream that could not be opened is left to the consumer, which tries again and settles
+ * the failure. */
 static void retry_after(void *arg, int result)
 {
     (void)result;
     sub_retry_t *r = arg;
     varlog_subscription_t *sub = r->sub;
+    sub_ls_t *ls = r->ls;
     pthread_mutex_lock(&sub->mu);
-    if (!sub->closing) {
-        r->ls->reopen = true;
-        queue_news_locked(sub, r->ls);
+    bool closing = sub->closing;
+    pthread_mutex_unlock(&sub->mu);
+    if (closing)
+        return;
+    rpc_stream_t *rpc = NULL;
+    uint64_t from = resume_position(atomic_load_explicit(&sub->n_next, memory_order_relaxed), ls);
+    char why[128];
+    if (from < sub->end && open_call(sub, ls, from, &rpc, why, sizeof(why)) != VARLOG_OK)
+        rpc = NULL;
+    pthread_mutex_lock(&sub->mu);
+    closing = sub->closing;
+    if (!closing) {
+        ls->pending_rpc = rpc;
+        ls->reopen = true;
+        queue_news_locked(sub, ls);
     }
     pthread_mutex_unlock(&sub->mu);
+    if (closing)
+        rpc_stream_destroy(rpc);
 }
 
 static void retry_release(void *arg)
@@ -225,31 +248,27 @@ static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t 
     ls_failed(sub, ls, err, msg);
 }
 
-/* Opens ls's stream on its current replica, from the first position not delivered yet. */
-static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
+/* Starts a stream of ls from position from on its current replica into *out. Runs on the
+ * consumer, or on an engine worker while ls waits for a retry (the consumer then leaves ls
+ * alone). On failure returns the error with its text in why. */
+static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
+                              rpc_stream_t **out, char *why, size_t why_size)
 {
     varlog_client_t *c = sub->c;
-    uint64_t from = sub->wanted;
-    if (ls->last_pos >= from)
-        from = ls->last_pos + 1;
-    if (from >= sub->end) {
-        ls->finished = true;
-        return;
-    }
     md_view_t *view = md_current(c);
     const md_log_stream_t *m = md_view_log_stream(view, sub->topic_id, ls->log_stream_id);
     if (!m || m->n_replicas == 0) {
         md_view_unref(view);
-        ls_failed(sub, ls, m ? VARLOG_ERR_RPC_UNAVAILABLE : VARLOG_ERR_UNKNOWN_LOG_STREAM,
-                  m ? "no replica of the log stream has a known address"
-                    : "the metadata no longer lists the log stream");
-        return;
+        snprintf(why, why_size, "%s",
+                 m ? "no replica of the log stream has a known address"
+                   : "the metadata no longer lists the log stream");
+        return m ? VARLOG_ERR_RPC_UNAVAILABLE : VARLOG_ERR_UNKNOWN_LOG_STREAM;
     }
     char *target = strdup(m->replicas[ls->replica % m->n_replicas]);
     md_view_unref(view);
     if (!target) {
-        sub_fail(sub, VARLOG_ERR_NOMEM, "subscribe: out of memory");
-        return;
+        snprintf(why, why_size, "out of memory");
+        return VARLOG_ERR_NOMEM;
     }
     free(ls->target);
     ls->target = target;
@@ -282,11 +301,34 @@ static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
         o.response = &varlog__snpb__subscribe_to_response__descriptor;
     }
     atomic_store_explicit(&ls->last_recv_ms, wire_now_ms(), memory_order_relaxed);
-    varlog_err_t err = rpc_stream_open(c->rpc, ls->target, path, &o, req, &ls->rpc);
+    varlog_err_t err = rpc_stream_open(c->rpc, ls->target, path, &o, req, out);
     if (err != VARLOG_OK) {
-        ls->rpc = NULL;
-        ls_failed(sub, ls, err, "could not start the call");
+        *out = NULL;
+        snprintf(why, why_size, "could not start the call");
     }
+    return err;
+}
+
+/* The first position ls must read from: past what it delivered and what was merged. */
+static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls)
+{
+    return ls->last_pos >= wanted ? ls->last_pos + 1 : wanted;
+}
+
+/* Opens ls's stream on its current replica, from the first position not delivered yet. */
+static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
+{
+    uint64_t from = resume_position(sub->wanted, ls);
+    if (from >= sub->end) {
+        ls->finished = true;
+        return;
+    }
+    char why[128];
+    varlog_err_t err = open_call(sub, ls, from, &ls->rpc, why, sizeof(why));
+    if (err == VARLOG_ERR_NOMEM)
+        sub_fail(sub, err, "subscribe: out of memory");
+    else if (err != VARLOG_OK)
+        ls_failed(sub, ls, err, why);
 }
 
 /* Takes ls's next entry as its head (into the heap), unless its buffer is empty for now or
@@ -396,6 +438,11 @@ void sub_release_streams(varlog_subscription_t *sub)
 {
     for (size_t i = 0; i < sub->n_ls; i++) {
         sub_ls_t *ls = sub->ls[i];
+        pthread_mutex_lock(&sub->mu);
+        rpc_stream_t *pending = ls->pending_rpc;
+        ls->pending_rpc = NULL;
+        pthread_mutex_unlock(&sub->mu);
+        rpc_stream_destroy(pending);
         close_stream(ls);
         release_held(ls);
         ls->has_head = false;
@@ -479,6 +526,8 @@ static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
         ls->queued = false;
         ls->work_reopen = ls->reopen;
         ls->reopen = false;
+        ls->work_rpc = ls->pending_rpc;
+        ls->pending_rpc = NULL;
         ls->work = list;
         list = ls;
     }
@@ -545,6 +594,11 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
         for (sub_ls_t *ls = work; ls; ls = ls->work) {
             if (ls->work_reopen) {
                 ls->retrying = false;
+                if (ls->work_rpc && !ls->rpc)
+                    ls->rpc = ls->work_rpc;
+                else
+                    rpc_stream_destroy(ls->work_rpc);
+                ls->work_rpc = NULL;
                 if (!ls->rpc && !ls->finished)
                     ls_open(sub, ls);
             }

@@ -1,4 +1,5 @@
-/* A hung storage node under a subscription (varlog/subscribe.h, "Failures": a stream silent
+/* A hung storage node under a subscription, and reopening a broken stream without the
+ * application's help (varlog/subscribe.h, "Failures": a stream silent
  * for subscribe.stall.timeout.ms while another log stream shows the wanted GLSN exists is
  * treated as broken).
  *
@@ -177,12 +178,64 @@ static void test_idle_tail_is_not_a_stall(void **state)
     cf_stop(&f);
 }
 
+typedef struct sub_calls {
+    varlog_server_t *srv;
+    uint64_t want;
+} sub_calls_t;
+
+static bool subscribe_calls_reached(void *arg)
+{
+    sub_calls_t *w2 = arg;
+    return varlog_server_call_count(w2->srv, PATH_SUBSCRIBE) >= w2->want;
+}
+
+/* An iterator's broken stream is opened again after its backoff even while nobody calls
+ * varlog_subscription_next (the retry task opens it on the engine), so the entries are
+ * buffered by the time the application comes back. */
+static void test_iterator_reopens_unpolled(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, "subscribe.retry.backoff.ms", "50", "subscribe.retry.backoff.max.ms", "50",
+             NULL);
+    for (int i = 0; i < 10; i++)
+        append_one(f.client, 1, "r");
+    assert_int_equal(varlog_server_drop_stream_after(f.srv, PATH_SUBSCRIBE, 3, 1), VARLOG_OK);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    uint64_t got = 0;
+    varlog_subscription_stats_t st = {0};
+    /* Poll until the break was seen (the retry is scheduled then), then stop polling. */
+    int64_t until = test_now_ms() + cf_wait_bound_ms();
+    while (st.resubscribes == 0 && test_now_ms() < until) {
+        varlog_err_t rc = varlog_subscription_next(sub, 0, &e);
+        if (rc == VARLOG_OK)
+            assert_int_equal(e.meta.glsn, ++got);
+        else
+            assert_int_equal(rc, VARLOG_ERR_TIMED_OUT);
+        assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    }
+    assert_int_equal(st.resubscribes, 1);
+    assert_int_equal(got, 3);
+    sub_calls_t w2 = {.srv = f.srv, .want = 2};
+    assert_true(test_wait_until(subscribe_calls_reached, &w2, cf_wait_bound_ms()));
+    for (uint64_t g = 4; g <= 10; g++) {
+        assert_int_equal(varlog_subscription_next(sub, cf_wait_bound_ms(), &e), VARLOG_OK);
+        assert_int_equal(e.meta.glsn, g);
+    }
+    assert_int_equal(varlog_server_call_count(f.srv, PATH_SUBSCRIBE), 2);
+    varlog_subscription_close(&sub);
+    cf_stop(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stalled_stream_is_reopened),
         cmocka_unit_test(test_stall_detection_off),
         cmocka_unit_test(test_idle_tail_is_not_a_stall),
+        cmocka_unit_test(test_iterator_reopens_unpolled),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
