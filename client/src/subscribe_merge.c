@@ -45,16 +45,18 @@ static const char *pos_name(const varlog_subscription_t *sub)
 
 /* ---- news from the streams ----------------------------------------------------------------- */
 
-/* Puts ls on the list of log streams the consumer must look at, and wakes it. mu held. */
-static void queue_news_locked(varlog_subscription_t *sub, sub_ls_t *ls)
+/* Puts ls on the list of log streams the consumer must look at. mu held. Returns whether
+ * the consumer sleeps: the caller then signals wake, after unlocking (a waiter woken under
+ * the lock would only block on it again). The consumer sets waiting and sleeps under mu, so
+ * a caller that saw it set finds it in its wait. */
+static bool queue_news_locked(varlog_subscription_t *sub, sub_ls_t *ls)
 {
     if (!ls->queued) {
         ls->queued = true;
         ls->next = sub->news;
         sub->news = ls;
     }
-    if (sub->waiting)
-        pthread_cond_signal(&sub->wake);
+    return sub->waiting;
 }
 
 /* The stream's notify hook, on gRPC's I/O thread with the stream's lock held: a message or
@@ -65,8 +67,10 @@ static void ls_notify(void *arg)
     varlog_subscription_t *sub = ls->sub;
     atomic_store_explicit(&ls->last_recv_ms, wire_now_ms(), memory_order_relaxed);
     pthread_mutex_lock(&sub->mu);
-    queue_news_locked(sub, ls);
+    bool wake = queue_news_locked(sub, ls);
     pthread_mutex_unlock(&sub->mu);
+    if (wake)
+        pthread_cond_signal(&sub->wake);
 }
 
 static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
@@ -115,12 +119,15 @@ static void retry_after(void *arg, int result)
         rpc = NULL;
     pthread_mutex_lock(&sub->mu);
     closing = sub->closing;
+    bool wake = false;
     if (!closing) {
         ls->pending_rpc = rpc;
         ls->reopen = true;
-        queue_news_locked(sub, ls);
+        wake = queue_news_locked(sub, ls);
     }
     pthread_mutex_unlock(&sub->mu);
+    if (wake)
+        pthread_cond_signal(&sub->wake);
     if (closing)
         rpc_stream_destroy(rpc);
 }

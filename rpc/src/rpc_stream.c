@@ -103,17 +103,42 @@ static bool start_batch_locked(rpc_stream_t *s, const grpc_op *ops, size_t n, st
     return true;
 }
 
-static void arm_recv_locked(rpc_stream_t *s)
+/* Reserves the next RECV_MESSAGE while the receive window has room: true when the caller
+ * must start it with start_recv once it released s->mu. The reservation (recv_armed, a
+ * pending tag) keeps every other thread from starting a receive and the call from being
+ * released meanwhile. Called with s->mu held. */
+static bool reserve_recv_locked(rpc_stream_t *s)
 {
     if (s->recv_armed || s->recv_eof || s->finished || s->received.count >= s->opts.recv_window)
-        return;
+        return false;
     if (s->opts.recv_window_bytes > 0 && s->received_bytes >= s->opts.recv_window_bytes)
-        return;
+        return false;
+    s->recv_armed = true;
+    s->tags_pending++;
+    return true;
+}
+
+static void after_event(rpc_stream_t *s, bool readable);
+
+/* Starts the receive reserved by reserve_recv_locked, without s->mu: gRPC lets batches of
+ * receives alone be synchronised apart from sends, and grpc_call_start_batch is a third of
+ * gRPC's work per message, which the consumer taking a message from the same stream would
+ * otherwise wait for (measured: half the futex calls per subscribed entry). */
+static void start_recv(rpc_stream_t *s)
+{
     grpc_op op;
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &s->recv_bb;
-    s->recv_armed = start_batch_locked(s, &op, 1, &s->recv_tag);
+    WIRE_TAG_RELEASE(&s->recv_tag);
+    if (grpc_call_start_batch(s->link.call, &op, 1, &s->recv_tag, NULL) == GRPC_CALL_OK)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->recv_armed = false;
+    s->tags_pending--;
+    set_sticky(s, VARLOG_ERR_INTERNAL);
+    grpc_call_cancel(s->link.call, NULL);
+    after_event(s, true);
 }
 
 /* Starts the next send-side batch if the slot is free. Called with s->mu held. */
@@ -208,6 +233,7 @@ static void on_send_done(struct rpc_tag *tag, bool ok)
 static void on_recv_done(struct rpc_tag *tag, bool ok)
 {
     rpc_stream_t *s = VARLOG_CONTAINER_OF(tag, rpc_stream_t, recv_tag);
+    bool start = false;
     pthread_mutex_lock(&s->mu);
     s->tags_pending--;
     s->recv_armed = false;
@@ -221,7 +247,7 @@ static void on_recv_done(struct rpc_tag *tag, bool ok)
             grpc_call_cancel(s->link.call, NULL);
         }
         s->recv_bb = NULL;
-        arm_recv_locked(s);
+        start = reserve_recv_locked(s);
     } else {
         if (s->recv_bb) {
             grpc_byte_buffer_destroy(s->recv_bb);
@@ -230,6 +256,8 @@ static void on_recv_done(struct rpc_tag *tag, bool ok)
         s->recv_eof = true;
     }
     after_event(s, true);
+    if (start)
+        start_recv(s);
 }
 
 static void on_status_done(struct rpc_tag *tag, bool ok)
@@ -502,8 +530,10 @@ varlog_err_t rpc_stream_recv_buffer(rpc_stream_t *s, int64_t timeout_ms, grpc_by
         if (bb) {
             if (s->opts.recv_window_bytes > 0)
                 s->received_bytes -= grpc_byte_buffer_length(bb);
-            arm_recv_locked(s);
+            bool start = reserve_recv_locked(s);
             pthread_mutex_unlock(&s->mu);
+            if (start)
+                start_recv(s);
             *out = bb;
             return VARLOG_OK;
         }
