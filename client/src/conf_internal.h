@@ -36,6 +36,8 @@ struct varlog_conf {
     int64_t subscribe_retry_backoff_ms;
     int64_t subscribe_retry_backoff_max_ms;
     int64_t subscribe_stall_timeout_ms; /* 0 = never */
+    int64_t subscribe_wakeup_entries;   /* 1 = wake at every entry */
+    int64_t subscribe_wakeup_wait_us;   /* 0 = no batching of wake-ups */
     int64_t retry_workers;
     int64_t lookup_batch_size; /* 0 = batching off */
     int64_t lookup_batch_wait_ms;

@@ -207,6 +207,11 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     wire_cond_init(&sub->wake);
     wire_cond_init(&sub->idle);
     sub->rng = (uint64_t)(uintptr_t)sub ^ (uint64_t)wire_now_ms();
+    int64_t wake = c->conf->subscribe_wakeup_entries;
+    if (wake > c->conf->subscribe_prefetch_entries) /* a full window could never wake it */
+        wake = c->conf->subscribe_prefetch_entries;
+    sub->wakeup_entries = (unsigned)wake;
+    sub->wakeup_wait_us = c->conf->subscribe_wakeup_wait_us;
 
     md_view_t *view = md_current(c);
     err = sub_add_log_streams(sub, view);

@@ -86,6 +86,9 @@ struct varlog_subscription {
     varlog_err_t result;      /* VARLOG_OK while running; END or the failure, sticky */
     char why[512];            /* result's text */
     uint64_t rng;             /* jitter */
+    unsigned wakeup_entries;  /* subscribe.wakeup.entries, at most subscribe.prefetch.entries */
+    int64_t wakeup_wait_us;   /* subscribe.wakeup.wait.us */
+    uint64_t since_sleep;     /* entries delivered since the consumer last slept */
     /* Counters the consumer alone writes, read by varlog_subscription_stats: relaxed atomic
      * stores cost a plain store, so they are exact after every entry at no cost. */
     atomic_uint_fast64_t n_entries, n_bytes, n_duplicates, n_next;
@@ -94,6 +97,8 @@ struct varlog_subscription {
     pthread_cond_t wake; /* news, a reopen, closing; the consumer waits on it */
     pthread_cond_t idle; /* in_next reached 0, or shutdown finished */
     bool waiting;        /* the consumer sleeps on wake */
+    bool batching;       /* ... until wakeup_entries messages arrived (or its wait ends) */
+    unsigned news_count; /* hook calls since the consumer last took the news */
     sub_ls_t *news;      /* log streams with news (queued) */
     bool closing;        /* close or client destroy began */
     bool shut;           /* streams released, thread joined: only the handle remains */

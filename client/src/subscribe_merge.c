@@ -56,7 +56,8 @@ static bool queue_news_locked(varlog_subscription_t *sub, sub_ls_t *ls)
         ls->next = sub->news;
         sub->news = ls;
     }
-    return sub->waiting;
+    sub->news_count++;
+    return sub->waiting && (!sub->batching || sub->news_count >= sub->wakeup_entries);
 }
 
 /* The stream's notify hook, on gRPC's I/O thread with the stream's lock held: a message or
@@ -529,6 +530,7 @@ static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
         return VARLOG_ERR_CLOSED;
     }
     sub_ls_t *list = NULL;
+    sub->news_count = 0;
     for (sub_ls_t *ls = sub->news; ls; ls = ls->next) {
         ls->queued = false;
         ls->work_reopen = ls->reopen;
@@ -544,7 +546,11 @@ static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
     return VARLOG_OK;
 }
 
-/* Waits for news until deadline_ms or the next check; TIMED_OUT once deadline_ms passed. */
+/* Waits for news until deadline_ms or the next check; TIMED_OUT once deadline_ms passed.
+ * A busy subscription (subscribe.wakeup.entries delivered since the last sleep) asks to be
+ * woken only once that many messages arrived, for at most subscribe.wakeup.wait.us: a
+ * wake-up is a futex call on gRPC's thread and a context switch here, several times the
+ * library's own work per entry, and entries streaming in come a few microseconds apart. */
 static varlog_err_t wait_news(varlog_subscription_t *sub, int64_t deadline_ms)
 {
     int64_t now = wire_now_ms();
@@ -553,13 +559,27 @@ static varlog_err_t wait_news(varlog_subscription_t *sub, int64_t deadline_ms)
     int64_t until = sub->next_check_ms;
     if (deadline_ms >= 0 && deadline_ms < until)
         until = deadline_ms;
+    int64_t wait_us = (until - now) * 1000;
+    bool batching = sub->wakeup_wait_us > 0 && sub->wakeup_entries > 1 &&
+                    sub->since_sleep >= sub->wakeup_entries;
+    if (batching && wait_us > sub->wakeup_wait_us)
+        wait_us = sub->wakeup_wait_us;
+    sub->since_sleep = 0;
     pthread_mutex_lock(&sub->mu);
-    if (!sub->news && !sub->closing && until > now) {
+    if (!sub->news && !sub->closing && wait_us > 0) {
         struct timespec ts;
-        abs_deadline(&ts, until - now);
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += (time_t)(wait_us / 1000000);
+        ts.tv_nsec += (long)(wait_us % 1000000) * 1000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
         sub->waiting = true;
+        sub->batching = batching;
         pthread_cond_timedwait(&sub->wake, &sub->mu, &ts);
         sub->waiting = false;
+        sub->batching = false;
     }
     pthread_mutex_unlock(&sub->mu);
     return VARLOG_OK;
@@ -637,6 +657,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 sub->gap_checked = false;
                 sub->blocked_since_ms = 0;
                 bump(&sub->n_entries, 1);
+                sub->since_sleep++;
                 bump(&sub->n_bytes, ls->head.len);
                 atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
                 return VARLOG_OK;

@@ -24,6 +24,9 @@
  * consumer slower than the writers stops the receives, and gRPC's flow control stops the
  * storage node. Entries are read in place from the received messages: nothing is copied and
  * nothing is allocated per entry by the library (gRPC allocates each message it receives).
+ * While entries stream in, the consumer is woken once per subscribe.wakeup.entries messages
+ * rather than per entry, which adds at most subscribe.wakeup.wait.us of latency (500 us by
+ * default); a consumer that keeps up with a trickle is woken at every entry.
  *
  * Failures: a log stream's stream that breaks (connection lost, node restarting, a
  * malformed message) is opened again, on the next replica, from the first GLSN not yet
