@@ -23,18 +23,6 @@ void app_batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
 
 /* ---- retries ------------------------------------------------------------------------------- */
 
-static int retry_handler(vq_ctx_t *ctx, void *arg)
-{
-    (void)ctx;
-    app_retry_t *r = arg;
-    varlog_client_t *c = r->client;
-    /* Fresh metadata before the batches go out again; concurrent retries share the call. */
-    atomic_fetch_add(&c->stats.lookups, 1);
-    vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
-    (void)vq_batcher_lookup(c->batcher, &item);
-    return 0;
-}
-
 /* Takes r off the appender's list of retries out. Called with mu held. */
 static void retry_unlink_locked(varlog_appender_t *app, app_retry_t *r)
 {
@@ -48,9 +36,8 @@ static void retry_unlink_locked(varlog_appender_t *app, app_retry_t *r)
 
 /* Puts the batches back in front of newer ones, whatever the task's result: the thread
  * fails them if the appender is stopping. */
-static void retry_after(void *arg, int result)
+static void retry_after(void *arg)
 {
-    (void)result;
     app_retry_t *r = arg;
     varlog_appender_t *app = r->app;
     pthread_mutex_lock(&app->mu);
@@ -70,11 +57,9 @@ static void retry_after(void *arg, int result)
 static void retry_release(void *arg)
 {
     app_retry_t *r = arg;
-    varlog_client_t *c = r->client;
     varlog_appender_t *app = r->app;
     free(r);
     app_unref(app);
-    client_retry_task_end(c);
 }
 
 /* A lane's pause after its n-th consecutive failure (n >= 1): the n-th delay of the appends'
@@ -95,27 +80,10 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
     if (!r)
         return false;
     r->app = app;
-    r->client = c;
     r->lane = app->fixed_ls ? lane : NULL;
     r->batches = *batches;
     int64_t delay = backoff_ns(app, lane->failures);
-    vq_task_spec_t spec = {
-        .handler = retry_handler,
-        .arg = r,
-        .after = retry_after,
-        .release = retry_release,
-        .timeout_ns =
-            delay +
-            (c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000) * 1000000,
-        .retry = {.count = 0,
-                  .min_ns = delay,
-                  .max_ns = delay,
-                  .factor = 2.0,
-                  .jitter = true,
-                  .delay_first = true},
-    };
     app_ref(app);
-    client_retry_task_begin(c);
     pthread_mutex_lock(&app->mu);
     r->next = app->retries;
     app->retries = r;
@@ -123,7 +91,7 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
         lane->held = true;
     app->stats.batches_retried += batches->n;
     pthread_mutex_unlock(&app->mu);
-    if (vq_engine_submit(c->engine, &spec) == VQ_OK) {
+    if (client_submit_lookup_retry(c, delay, r, retry_after, retry_release)) {
         *batches = (batch_list_t){0};
         return true;
     }
@@ -133,7 +101,6 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
         lane->held = false;
     app->stats.batches_retried -= batches->n;
     pthread_mutex_unlock(&app->mu);
-    client_retry_task_end(c);
     free(r);
     atomic_fetch_sub(&app->refs, 1);
     return false;

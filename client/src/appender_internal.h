@@ -91,7 +91,6 @@ typedef struct app_lane {
 /* Batches waiting for a retry: owned by one engine task until it puts them back. */
 typedef struct app_retry {
     struct varlog_appender *app;
-    varlog_client_t *client;
     app_lane_t *lane; /* held until the batches are back, in bound mode */
     batch_list_t batches;
     bool taken; /* (mu) closing took the batches back */

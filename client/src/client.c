@@ -53,6 +53,68 @@ void client_retry_task_end(varlog_client_t *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+typedef struct lookup_retry {
+    varlog_client_t *c;
+    void *arg;
+    void (*after)(void *arg);
+    void (*release)(void *arg);
+} lookup_retry_t;
+
+static int lookup_retry_handler(vq_ctx_t *ctx, void *arg)
+{
+    (void)ctx;
+    lookup_retry_t *r = arg;
+    atomic_fetch_add(&r->c->stats.lookups, 1);
+    vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
+    (void)vq_batcher_lookup(r->c->batcher, &item);
+    return 0;
+}
+
+static void lookup_retry_after(void *arg, int result)
+{
+    (void)result; /* a failed lookup still lets the retry go: it fails on its own then */
+    lookup_retry_t *r = arg;
+    r->after(r->arg);
+}
+
+static void lookup_retry_release(void *arg)
+{
+    lookup_retry_t *r = arg;
+    varlog_client_t *c = r->c;
+    r->release(r->arg);
+    free(r);
+    client_retry_task_end(c);
+}
+
+bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
+                                void (*after)(void *arg), void (*release)(void *arg))
+{
+    lookup_retry_t *r = malloc(sizeof(*r));
+    if (!r)
+        return false;
+    *r = (lookup_retry_t){.c = c, .arg = arg, .after = after, .release = release};
+    vq_task_spec_t spec = {
+        .handler = lookup_retry_handler,
+        .arg = r,
+        .after = lookup_retry_after,
+        .release = lookup_retry_release,
+        .timeout_ns =
+            delay_ns +
+            (c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000) * 1000000,
+        .retry = {.min_ns = delay_ns,
+                  .max_ns = delay_ns,
+                  .factor = 2.0,
+                  .jitter = true,
+                  .delay_first = true},
+    };
+    client_retry_task_begin(c);
+    if (vq_engine_submit(c->engine, &spec) == VQ_OK)
+        return true;
+    client_retry_task_end(c);
+    free(r);
+    return false;
+}
+
 bool client_closing(varlog_client_t *c)
 {
     pthread_mutex_lock(&c->mu);

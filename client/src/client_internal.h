@@ -78,6 +78,15 @@ bool client_closing(varlog_client_t *c);
 void client_retry_task_begin(varlog_client_t *c);
 void client_retry_task_end(varlog_client_t *c);
 
+/* A retry's wait on the client's engine (the appender's batches, a subscription's stream):
+ * after delay_ns, jittered over [d/2, d), a metadata lookup through the client's batcher
+ * (fresh metadata, one call shared with concurrent retries), then after(arg) on an engine
+ * worker, and release(arg) once the engine is done with it (after the deadline too). A
+ * retry task (destroy waits for its release). false when the engine refused it, the client
+ * closing, or no memory: then neither callback runs. */
+bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
+                                void (*after)(void *arg), void (*release)(void *arg));
+
 /* Remaining milliseconds until deadline_ms (< 0 = none → -1); 0 when passed. */
 int64_t client_remaining_ms(int64_t deadline_ms);
 

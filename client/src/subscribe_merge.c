@@ -83,28 +83,14 @@ static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls);
 typedef struct sub_retry {
     varlog_subscription_t *sub;
     sub_ls_t *ls;
-    varlog_client_t *c;
 } sub_retry_t;
-
-static int retry_handler(vq_ctx_t *ctx, void *arg)
-{
-    (void)ctx;
-    sub_retry_t *r = arg;
-    /* Fresh metadata (a replica moved, a node came back) before the stream is opened
-     * again; concurrent retries share the call. */
-    atomic_fetch_add(&r->c->stats.lookups, 1);
-    vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
-    (void)vq_batcher_lookup(r->c->batcher, &item);
-    return 0;
-}
 
 /* The backoff passed: opens the new stream here, on the engine's worker, so that it starts
  * receiving even while an iterator's caller is away, and hands it to the consumer. A
  * stream that could not be opened is left to the consumer, which tries again and settles
  * the failure. */
-static void retry_after(void *arg, int result)
+static void retry_after(void *arg)
 {
-    (void)result;
     sub_retry_t *r = arg;
     varlog_subscription_t *sub = r->sub;
     sub_ls_t *ls = r->ls;
@@ -136,10 +122,8 @@ static void retry_after(void *arg, int result)
 static void retry_release(void *arg)
 {
     sub_retry_t *r = arg;
-    varlog_client_t *c = r->c;
     sub_unref(r->sub);
     free(r);
-    client_retry_task_end(c);
 }
 
 /* Asks the engine to reopen ls's stream after the backoff of its failures so far. */
@@ -152,28 +136,15 @@ static void schedule_reopen(varlog_subscription_t *sub, sub_ls_t *ls)
                  ls->log_stream_id);
         return;
     }
-    *r = (sub_retry_t){.sub = sub, .ls = ls, .c = c};
+    *r = (sub_retry_t){.sub = sub, .ls = ls};
     vq_retry_t policy = {.min_ns = c->conf->subscribe_retry_backoff_ms * 1000000,
                          .max_ns = c->conf->subscribe_retry_backoff_max_ms * 1000000,
                          .factor = 2.0};
     int64_t delay = vq_backoff_ns(&policy, ls->failures ? ls->failures - 1 : 0, NULL);
-    vq_task_spec_t spec = {
-        .handler = retry_handler,
-        .arg = r,
-        .after = retry_after,
-        .release = retry_release,
-        .timeout_ns =
-            delay +
-            (c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000) * 1000000,
-        .retry =
-            {.min_ns = delay, .max_ns = delay, .factor = 2.0, .jitter = true, .delay_first = true},
-    };
     sub_ref(sub);
-    client_retry_task_begin(c);
     ls->retrying = true;
-    if (vq_engine_submit(c->engine, &spec) != VQ_OK) {
+    if (!client_submit_lookup_retry(c, delay, r, retry_after, retry_release)) {
         ls->retrying = false;
-        client_retry_task_end(c);
         sub_unref(sub);
         free(r);
         sub_fail(sub, VARLOG_ERR_CLOSED, "subscribe: the client is closing");
