@@ -569,37 +569,6 @@ static size_t make_pipe_cases(pcase_t *out)
     return n;
 }
 
-/* "-name", "-name=value" or "-name value" at argv[*i]: true when a is that flag; *v gets its
- * value (NULL for a flag without one, or when it is missing). */
-static bool is_flag(int argc, char **argv, int *i, const char *name, bool takes_value,
-                    const char **v)
-{
-    const char *a = argv[*i];
-    size_t len = strlen(name);
-    if (a[0] != '-' || strncmp(a + 1, name, len) != 0 || (a[len + 1] && a[len + 1] != '='))
-        return false;
-    *v = NULL;
-    if (!takes_value)
-        return a[len + 1] == '\0';
-    if (a[len + 1] == '=')
-        *v = a + len + 2;
-    else if (*i + 1 < argc)
-        *v = argv[++*i];
-    return true;
-}
-
-static bool parse_id(const char *prog, const char *flag, const char *v, long min, int32_t *out)
-{
-    char *end;
-    long t = strtol(v, &end, 10);
-    if (end == v || *end || t < min || t > INT32_MAX) {
-        fprintf(stderr, "%s: -%s %s: an integer >= %ld\n", prog, flag, v, min);
-        return false;
-    }
-    *out = (int32_t)t;
-    return true;
-}
-
 /* Takes this program's flags out of argv; the rest goes to the harness. Returns false on a
  * bad value. */
 static bool take_own_flags(int *argc, char **argv)
@@ -608,20 +577,20 @@ static bool take_own_flags(int *argc, char **argv)
     for (int i = 1; i < *argc; i++) {
         const char *v = NULL;
         bool ok = true;
-        if (is_flag(*argc, argv, &i, "inproc", false, &v)) {
+        if (bench_flag(*argc, argv, &i, "inproc", false, &v)) {
             appender_inproc = true;
             continue;
         }
-        if (is_flag(*argc, argv, &i, "mr", true, &v)) {
+        if (bench_flag(*argc, argv, &i, "mr", true, &v)) {
             if ((ok = v && v[0]))
                 cluster_address = v;
-        } else if (is_flag(*argc, argv, &i, "server", true, &v)) {
+        } else if (bench_flag(*argc, argv, &i, "server", true, &v)) {
             if ((ok = v && v[0]))
                 server_program = v;
-        } else if (is_flag(*argc, argv, &i, "topic", true, &v)) {
-            ok = v && parse_id(argv[0], "topic", v, 1, &topic_id);
-        } else if (is_flag(*argc, argv, &i, "logstream", true, &v)) {
-            ok = v && parse_id(argv[0], "logstream", v, 0, &appender_log_stream);
+        } else if (bench_flag(*argc, argv, &i, "topic", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "topic", v, 1, &topic_id);
+        } else if (bench_flag(*argc, argv, &i, "logstream", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "logstream", v, 0, &appender_log_stream);
         } else {
             argv[out++] = argv[i];
             continue;

@@ -794,37 +794,6 @@ static void sub_round(bench_b_t *b)
         b_report_metric(b, (double)bytes / n, "B/entry");
 }
 
-/* ---- flags and main ------------------------------------------------------------------ */
-
-static bool is_flag(int argc, char **argv, int *i, const char *name, bool takes_value,
-                    const char **v)
-{
-    const char *a = argv[*i];
-    size_t len = strlen(name);
-    if (a[0] != '-' || strncmp(a + 1, name, len) != 0 || (a[len + 1] && a[len + 1] != '='))
-        return false;
-    *v = NULL;
-    if (!takes_value)
-        return a[len + 1] == '\0';
-    if (a[len + 1] == '=')
-        *v = a + len + 2;
-    else if (*i + 1 < argc)
-        *v = argv[++*i];
-    return true;
-}
-
-static bool parse_int(const char *prog, const char *flag, const char *v, long min, int32_t *out)
-{
-    char *end;
-    long t = strtol(v, &end, 10);
-    if (end == v || *end || t < min || t > INT32_MAX) {
-        fprintf(stderr, "%s: -%s %s: an integer >= %ld\n", prog, flag, v, min);
-        return false;
-    }
-    *out = (int32_t)t;
-    return true;
-}
-
 /* "NAME=VALUE" into the extra client properties. */
 static bool add_conf(const char *prog, const char *v)
 {
@@ -871,30 +840,30 @@ static bool take_own_flags(int *argc, char **argv)
         const char *v = NULL;
         bool ok = true;
         int32_t t = 0;
-        if (is_flag(*argc, argv, &i, "inproc", false, &v)) {
+        if (bench_flag(*argc, argv, &i, "inproc", false, &v)) {
             inproc = true;
             continue;
         }
-        if (is_flag(*argc, argv, &i, "nofill", false, &v)) {
+        if (bench_flag(*argc, argv, &i, "nofill", false, &v)) {
             no_fill = true;
             continue;
         }
-        if (is_flag(*argc, argv, &i, "mr", true, &v)) {
+        if (bench_flag(*argc, argv, &i, "mr", true, &v)) {
             if ((ok = v && v[0]))
                 cluster_address = v;
-        } else if (is_flag(*argc, argv, &i, "server", true, &v)) {
+        } else if (bench_flag(*argc, argv, &i, "server", true, &v)) {
             if ((ok = v && v[0]))
                 server_program = v;
-        } else if (is_flag(*argc, argv, &i, "topic", true, &v)) {
-            ok = v && parse_int(argv[0], "topic", v, 1, &topic_id);
-        } else if (is_flag(*argc, argv, &i, "logstream", true, &v)) {
-            ok = v && parse_int(argv[0], "logstream", v, 0, &mr_log_stream);
-        } else if (is_flag(*argc, argv, &i, "fillbatch", true, &v)) {
-            ok = v && parse_int(argv[0], "fillbatch", v, 1, &t);
+        } else if (bench_flag(*argc, argv, &i, "topic", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "topic", v, 1, &topic_id);
+        } else if (bench_flag(*argc, argv, &i, "logstream", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "logstream", v, 0, &mr_log_stream);
+        } else if (bench_flag(*argc, argv, &i, "fillbatch", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "fillbatch", v, 1, &t);
             fill_batch = t;
-        } else if (is_flag(*argc, argv, &i, "conf", true, &v)) {
+        } else if (bench_flag(*argc, argv, &i, "conf", true, &v)) {
             ok = v && add_conf(argv[0], v);
-        } else if (is_flag(*argc, argv, &i, "chanarg", true, &v)) {
+        } else if (bench_flag(*argc, argv, &i, "chanarg", true, &v)) {
             ok = v && add_chan_arg(argv[0], v);
         } else {
             argv[out++] = argv[i];

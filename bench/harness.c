@@ -380,3 +380,31 @@ int bench_main(int argc, char **argv, const bench_opts_t *o, const bench_t *benc
         regfree(&r.re);
     return r.failures ? 1 : 0;
 }
+
+bool bench_flag(int argc, char **argv, int *i, const char *name, bool takes_value, const char **v)
+{
+    const char *a = argv[*i];
+    size_t len = strlen(name);
+    if (a[0] != '-' || strncmp(a + 1, name, len) != 0 || (a[len + 1] && a[len + 1] != '='))
+        return false;
+    *v = NULL;
+    if (!takes_value)
+        return a[len + 1] == '\0';
+    if (a[len + 1] == '=')
+        *v = a + len + 2;
+    else if (*i + 1 < argc)
+        *v = argv[++*i];
+    return true;
+}
+
+bool bench_parse_int(const char *prog, const char *flag, const char *v, long min, int32_t *out)
+{
+    char *end;
+    long t = strtol(v, &end, 10);
+    if (end == v || *end || t < min || t > INT32_MAX) {
+        fprintf(stderr, "%s: -%s %s: an integer >= %ld\n", prog, flag, v, min);
+        return false;
+    }
+    *out = (int32_t)t;
+    return true;
+}

@@ -90,4 +90,12 @@ void b_failf(bench_b_t *b, const char *fmt, ...) __attribute__((format(printf, 2
 
 int64_t bench_now_ns(void);
 
+/* For a benchmark's own flags, taken out of argv before bench_main: whether argv[*i] is
+ * "-name", "-name=value" or "-name value" (then *i moves past the value); *v gets the value
+ * (NULL for a flag without one, or when it is missing). */
+bool bench_flag(int argc, char **argv, int *i, const char *name, bool takes_value, const char **v);
+/* v as an integer in [min, INT32_MAX] into *out; false, with "prog: -flag v: ..." on stderr,
+ * otherwise. */
+bool bench_parse_int(const char *prog, const char *flag, const char *v, long min, int32_t *out);
+
 #endif
