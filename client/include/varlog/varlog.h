@@ -10,5 +10,6 @@
 #include "varlog/client.h"
 #include "varlog/appender.h"
 #include "varlog/subscribe.h"
+#include "varlog/admin.h"
 
 #endif
