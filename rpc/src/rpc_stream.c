@@ -130,8 +130,11 @@ static void start_recv(rpc_stream_t *s)
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_RECV_MESSAGE;
     op.data.recv_message.recv_message = &s->recv_bb;
+    /* Read before the tag's release: once the batch started, its completion may release
+     * the call on the I/O thread (ThreadSanitizer cannot see gRPC order the two). */
+    grpc_call *call = s->link.call;
     WIRE_TAG_RELEASE(&s->recv_tag);
-    if (grpc_call_start_batch(s->link.call, &op, 1, &s->recv_tag, NULL) == GRPC_CALL_OK)
+    if (grpc_call_start_batch(call, &op, 1, &s->recv_tag, NULL) == GRPC_CALL_OK)
         return;
     pthread_mutex_lock(&s->mu);
     s->recv_armed = false;
