@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -337,6 +338,38 @@ static const rpc_method_t *find_method(const rpc_server_t *srv, grpc_slice path)
 static varlog_err_t finish_call(rpc_server_call_t *call, grpc_status_code code, const char *message,
                                 const char *const *details, size_t n_details);
 
+/* gRPC-Go's UNIMPLEMENTED texts for a path no method matches, which clients show as they
+ * are: "unknown service S" when no registered method is of service S, "unknown method M
+ * for service S" when some is, "malformed method name: \"P\"" without a '/'. */
+static void unknown_method_text(const rpc_server_t *srv, grpc_slice path, char *buf, size_t size)
+{
+    const char *p = (const char *)GRPC_SLICE_START_PTR(path);
+    size_t len = GRPC_SLICE_LENGTH(path);
+    size_t skip = len > 0 && p[0] == '/' ? 1 : 0;
+    const char *slash = NULL;
+    for (size_t i = skip; i < len; i++) {
+        if (p[i] == '/')
+            slash = p + i;
+    }
+    if (!slash) {
+        snprintf(buf, size, "malformed method name: \"%.*s\"", (int)len, p);
+        return;
+    }
+    const char *service = p + skip;
+    size_t slen = (size_t)(slash - service);
+    bool known = false;
+    for (size_t i = 0; i < srv->n_methods && !known; i++) {
+        const char *mp = srv->methods[i].path;
+        mp += mp[0] == '/';
+        known = strncmp(mp, service, slen) == 0 && mp[slen] == '/';
+    }
+    if (known)
+        snprintf(buf, size, "unknown method %.*s for service %.*s",
+                 (int)(len - (size_t)(slash + 1 - p)), slash + 1, (int)slen, service);
+    else
+        snprintf(buf, size, "unknown service %.*s", (int)slen, service);
+}
+
 static void on_new_call(struct srv_tag *tag, bool ok)
 {
     rpc_server_call_t *c = VARLOG_CONTAINER_OF(tag, rpc_server_call_t, new_tag);
@@ -380,7 +413,9 @@ static void on_new_call(struct srv_tag *tag, bool ok)
     pthread_mutex_unlock(&c->mu);
 
     if (!stopping && !c->method) {
-        finish_call(c, GRPC_STATUS_UNIMPLEMENTED, "unknown method", NULL, 0);
+        char text[256];
+        unknown_method_text(srv, c->details.method, text, sizeof(text));
+        finish_call(c, GRPC_STATUS_UNIMPLEMENTED, text, NULL, 0);
     } else if (!stopping && c->method->kind == RPC_METHOD_BIDI) {
         c->started = true;
         c->method->on_start(c, NULL, c->method->arg);

@@ -7,12 +7,6 @@
 #include "mrpb/metadata_repository.pb-c.h"
 #include "server_internal.h"
 
-/* Any non-zero id: the Go client rejects 0 as "no leader". */
-#define MR_NODE_ID 1
-#define CLUSTER_ID 1
-#define STORAGE_NODE_ID 1
-#define STORAGE_PATH "/data"
-
 static void cluster_info(struct varlog_server *srv, rpc_server_call_t *call,
                          const ProtobufCMessage *req)
 {
@@ -80,8 +74,11 @@ static void get_metadata(struct varlog_server *srv, rpc_server_call_t *call,
     store_t *st = &srv->store;
     pthread_mutex_lock(&st->mu);
     size_t n_ls = 0;
-    for (size_t i = 0; i < st->n_topics; i++)
-        n_ls += st->topics[i]->n_lss;
+    for (size_t i = 0; i < st->n_topics; i++) {
+        /* An unregistered topic leaves the metadata; its log streams stay in the store. */
+        if (!st->topics[i]->unregistered)
+            n_ls += st->topics[i]->n_lss;
+    }
     Varlog__Varlogpb__LogStreamDescriptor *lsds = calloc(n_ls ? n_ls : 1, sizeof(*lsds));
     Varlog__Varlogpb__LogStreamDescriptor **lsdp = calloc(n_ls ? n_ls : 1, sizeof(*lsdp));
     Varlog__Varlogpb__TopicDescriptor *tds = calloc(st->n_topics ? st->n_topics : 1, sizeof(*tds));
@@ -94,15 +91,17 @@ static void get_metadata(struct varlog_server *srv, rpc_server_call_t *call,
     }
     /* Log stream ids grow with creation, topic by topic only at start; a later add to an
      * older topic breaks that order, so place each descriptor by rank (ids are unique). */
-    size_t k = 0;
+    size_t k = 0, n_td = 0;
     for (size_t i = 0; i < st->n_topics; i++) {
         store_topic_t *t = st->topics[i];
+        if (t->unregistered)
+            continue;
         varlog__varlogpb__topic_descriptor__init(&tds[i]);
         tds[i].topic_id = t->id;
         tds[i].status = VARLOG__VARLOGPB__TOPIC_STATUS__TOPIC_STATUS_RUNNING;
         tds[i].n_log_streams = t->n_lss;
         tds[i].log_streams = &ids[k];
-        tdp[i] = &tds[i];
+        tdp[n_td++] = &tds[i];
         for (size_t j = 0; j < t->n_lss; j++) {
             store_ls_t *ls = t->lss[j];
             ids[k] = ls->ls_id;
@@ -131,7 +130,7 @@ static void get_metadata(struct varlog_server *srv, rpc_server_call_t *call,
     md.applied_index = st->applied_index;
     md.n_log_streams = n_ls;
     md.log_streams = lsdp;
-    md.n_topics = st->n_topics;
+    md.n_topics = n_td;
     md.topics = tdp;
     Varlog__Mrpb__GetMetadataResponse resp = VARLOG__MRPB__GET_METADATA_RESPONSE__INIT;
     resp.metadata = &md;

@@ -88,6 +88,7 @@ varlog_err_t varlog_server_start(const varlog_server_opts_t *opts, varlog_server
     log_io_methods(srv, &srv->methods[M_APPEND], &srv->methods[M_SUBSCRIBE],
                    &srv->methods[M_SUBSCRIBE_TO], &srv->methods[M_TRIM],
                    &srv->methods[M_REPLICA_MD]);
+    admin_methods(srv, srv->methods);
     snprintf(srv->listen, sizeof(srv->listen), "%s", listen);
     pthread_mutex_lock(&srv->life_mu);
     err = serve_locked(srv);

@@ -7,6 +7,7 @@
  *                list of subscribe calls waiting for a commit;
  *   metadata.c   GetClusterInfo / GetMetadata;
  *   log_io.c     Append, Subscribe, SubscribeTo, TrimDeprecated, LogStreamReplicaMetadata;
+ *   admin.c      the admin service (varlog.admpb.ClusterManager);
  *   faults.c     per-method failures, delays, drops, counters; the timer thread;
  *   server.c     lifecycle (start, stop, restart on the same port) and the public API.
  *
@@ -37,8 +38,37 @@ enum {
     M_SUBSCRIBE_TO,
     M_TRIM,
     M_REPLICA_MD,
+    /* varlog.admpb.ClusterManager (admin.c), in the proto's order; M_ADM_FIRST.. are
+     * contiguous. */
+    M_ADM_GET_STORAGE_NODE,
+    M_ADM_LIST_STORAGE_NODES,
+    M_ADM_ADD_STORAGE_NODE,
+    M_ADM_UNREGISTER_STORAGE_NODE,
+    M_ADM_GET_TOPIC,
+    M_ADM_DESCRIBE_TOPIC,
+    M_ADM_LIST_TOPICS,
+    M_ADM_ADD_TOPIC,
+    M_ADM_UNREGISTER_TOPIC,
+    M_ADM_GET_LOG_STREAM,
+    M_ADM_LIST_LOG_STREAMS,
+    M_ADM_ADD_LOG_STREAM,
+    M_ADM_UPDATE_LOG_STREAM,
+    M_ADM_UNREGISTER_LOG_STREAM,
+    M_ADM_REMOVE_LOG_STREAM_REPLICA,
+    M_ADM_SEAL,
+    M_ADM_UNSEAL,
+    M_ADM_SYNC,
+    M_ADM_TRIM,
+    M_ADM_GET_MR_NODE,
+    M_ADM_LIST_MR_NODES,
+    M_ADM_GET_MR_MEMBERS,
+    M_ADM_ADD_MR_NODE,
+    M_ADM_ADD_MR_PEER,
+    M_ADM_DELETE_MR_NODE,
+    M_ADM_REMOVE_MR_PEER,
     M_COUNT
 };
+#define M_ADM_FIRST M_ADM_GET_STORAGE_NODE
 
 extern const char *const server_method_paths[M_COUNT];
 /* Index of a method path, or -1. */
@@ -88,6 +118,10 @@ typedef struct sub_state sub_state_t;
 
 typedef struct store_topic {
     int32_t id;
+    /* Unregistered by the admin service: gone from the metadata (and from every admin
+     * answer), while its log streams keep serving reads and appends, as a real storage
+     * node keeps its replicas of an unregistered topic until they are collected. */
+    bool unregistered;
     uint64_t next_glsn;
     store_ls_t **lss;
     size_t n_lss;
@@ -276,11 +310,20 @@ struct varlog_server {
     int64_t start_unix;
 };
 
-/* Fills the method table (metadata.c and log_io.c provide the handlers). */
+/* The one node's identity, the same in discovery (metadata.c) and the admin service
+ * (admin.c). MR_NODE_ID: any non-zero id (the Go client rejects 0 as "no leader"). */
+#define MR_NODE_ID 1
+#define CLUSTER_ID 1
+#define STORAGE_NODE_ID 1
+#define STORAGE_PATH "/data"
+
+/* Fills the method table (metadata.c, log_io.c and admin.c provide the handlers). */
 void metadata_methods(struct varlog_server *srv, rpc_method_t *cluster_info,
                       rpc_method_t *get_metadata);
 void log_io_methods(struct varlog_server *srv, rpc_method_t *append, rpc_method_t *subscribe,
                     rpc_method_t *subscribe_to, rpc_method_t *trim, rpc_method_t *replica_md);
+/* methods[M_ADM_FIRST .. M_COUNT): varlog.admpb.ClusterManager. */
+void admin_methods(struct varlog_server *srv, rpc_method_t *methods);
 
 /* Shared by the unary handlers: counts the call, answers an injected failure, or runs
  * handle now or, with an injected delay, later on the timer thread (with a copy of the

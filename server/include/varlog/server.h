@@ -3,8 +3,9 @@
 
 /*
  * The embedded single-node Varlog server: one process-local listener on 127.0.0.1 that
- * speaks Varlog's real wire protocol (metadata repository discovery and the storage node's
- * LogIO service on the same port), keeps the log in memory, and lets tests inject faults.
+ * speaks Varlog's real wire protocol (metadata repository discovery, the storage node's
+ * LogIO service and the admin's ClusterManager service on the same port), keeps the log in
+ * memory, and lets tests inject faults.
  *
  * Threads: while it serves, a server owns one transport thread ("varlog-server", it runs
  * every RPC handler) and one timer thread ("varlog-srv-tmr", it releases delayed responses);
@@ -20,6 +21,13 @@
  *   /varlog.snpb.LogIO/SubscribeTo
  *   /varlog.snpb.LogIO/TrimDeprecated
  *   /varlog.snpb.LogIO/LogStreamReplicaMetadata
+ *   /varlog.admpb.ClusterManager/<M> for each of its 26 methods: GetStorageNode,
+ *     ListStorageNodes, AddStorageNode, UnregisterStorageNode, GetTopic, DescribeTopic,
+ *     ListTopics, AddTopic, UnregisterTopic, GetLogStream, ListLogStreams, AddLogStream,
+ *     UpdateLogStream, UnregisterLogStream, RemoveLogStreamReplica, Seal, Unseal, Sync, Trim,
+ *     GetMetadataRepositoryNode, ListMetadataRepositoryNodes, GetMRMembers,
+ *     AddMetadataRepositoryNode, AddMRPeer, DeleteMetadataRepositoryNode, RemoveMRPeer
+ *     (docs/SERVER.md says what each answers on a server of one node)
  */
 #include <stddef.h>
 #include <stdint.h>
