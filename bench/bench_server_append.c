@@ -428,7 +428,10 @@ static void *env_setup(const void *arg)
     wire_grpc_ref();
     e->request = encode_request(e->c);
     if (inproc) {
-        varlog_server_opts_t o = {"127.0.0.1:0", 1, 1, 64ULL << 30};
+        varlog_server_opts_t o = {.listen_address = "127.0.0.1:0",
+                                  .topics = 1,
+                                  .log_streams_per_topic = 1,
+                                  .max_bytes = 64ULL << 30};
         if (varlog_server_start(&o, &e->srv) != VARLOG_OK) {
             fprintf(stderr, "varlog_server_start failed\n");
             env_teardown(e);

@@ -519,7 +519,8 @@ static void sub_writable(rpc_server_call_t *call, void *arg)
     store_ls_t *ls = store_ls_locked(st, s->topic_id, s->ls_id);
     size_t n = 0, bytes = 0;
     const store_entry_t *e = NULL;
-    for (;;) {
+    bool trimmed = store_sub_trimmed_locked(ls, s);
+    for (; !trimmed;) {
         if (s->drop_after >= 0 && s->sent >= (uint64_t)s->drop_after) {
             end = true;
             end_code = GRPC_STATUS_UNAVAILABLE;
@@ -533,7 +534,7 @@ static void sub_writable(rpc_server_call_t *call, void *arg)
         n++;
         bytes += e->len;
     }
-    if (!end && !e) {
+    if (!end && !e && !trimmed) {
         /* Nothing more in range now. Decided when the end was reached (LLSNs are dense) or,
          * by GLSN, when the topic committed end - 1: later entries fall outside. */
         end = s->by_llsn ? s->cursor >= s->end : t->next_glsn - 1 >= s->end - 1;
@@ -541,7 +542,11 @@ static void sub_writable(rpc_server_call_t *call, void *arg)
             store_wait_locked(st, t, s);
     }
     pthread_mutex_unlock(&st->mu);
-    if (end)
+    /* Entries it was still to be sent were trimmed (it fell behind retention or a trim):
+     * skipping them would leave a gap a topic-wide reader waits on forever. */
+    if (trimmed)
+        finish_trimmed(call);
+    else if (end)
         rpc_server_call_finish(call, end_code, end_msg, NULL, 0);
 }
 

@@ -1,5 +1,6 @@
 /* The in-memory log of the embedded server: see server_internal.h. Every function here runs
  * with store.mu held unless its name says otherwise. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -9,6 +10,15 @@
 
 /* Chunks this large are mapped on their own, in multiples of a (transparent) huge page. */
 #define HUGE_PAGE (2u << 20)
+/* A chunk takes at most this share of the bound, so that trimming frees memory in steps
+ * small against it, and the part of the log a step drops stays small. */
+#define CHUNKS_PER_BOUND 16
+/* ... but never less than this (a tiny bound for tests of a full node). */
+#define CHUNK_CAP_MIN 256
+/* A retention pass trims down to this share of the bound below it, so that passes (and
+ * their log lines) come once per max_bytes / RETENTION_SLACK appended, not per append. */
+#define RETENTION_SLACK 8
+#define ENTRIES_MIN 16
 
 static int64_t unix_now(void)
 {
@@ -36,21 +46,34 @@ static void chunk_free(store_t *st, store_chunk_t *ch)
         free(ch);
 }
 
-/* A chunk for at least bytes more payload bytes of ls, after last (NULL: the first). */
-static store_chunk_t *chunk_new(store_t *st, const store_chunk_t *last, uint64_t bytes)
+/* The size (header included) of the chunk chunk_new takes for bytes more payload bytes
+ * after last (NULL: the first); false when it cannot be represented. */
+static bool chunk_size_for(const store_t *st, const store_chunk_t *last, uint64_t bytes,
+                           size_t *size_out)
 {
     size_t cap = last ? last->cap : 0;
-    cap = cap > STORE_CHUNK_MAX / 2 ? STORE_CHUNK_MAX - sizeof(store_chunk_t) : cap * 2;
+    cap = cap > st->chunk_cap_max / 2 ? st->chunk_cap_max : cap * 2;
     if (bytes > cap) {
         if (bytes > SIZE_MAX - sizeof(store_chunk_t) - HUGE_PAGE)
-            return NULL;
+            return false;
         cap = (size_t)bytes;
     }
     size_t size = sizeof(store_chunk_t) + cap;
+    if (size >= HUGE_PAGE)
+        size = (size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    *size_out = size;
+    return true;
+}
+
+/* A chunk for at least bytes more payload bytes of ls, after last (NULL: the first). */
+static store_chunk_t *chunk_new(store_t *st, const store_chunk_t *last, uint64_t bytes)
+{
+    size_t size = 0;
+    if (!chunk_size_for(st, last, bytes, &size))
+        return NULL;
     store_chunk_t *ch = NULL;
     bool mapped = size >= HUGE_PAGE;
     if (mapped) {
-        size = (size + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
         void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (p == MAP_FAILED)
             return NULL;
@@ -64,6 +87,7 @@ static store_chunk_t *chunk_new(store_t *st, const store_chunk_t *last, uint64_t
     ch->size = size;
     ch->cap = size - sizeof(*ch);
     ch->used = 0;
+    ch->seq = st->version;
     ch->mapped = mapped;
     st->resident_bytes += size;
     return ch;
@@ -140,6 +164,12 @@ varlog_err_t store_init(store_t *st, int32_t topics, int32_t ls_per_topic, uint6
     if (pthread_mutex_init(&st->mu, NULL) != 0)
         return VARLOG_ERR_INTERNAL;
     st->max_bytes = max_bytes;
+    uint64_t chunk_max = max_bytes / CHUNKS_PER_BOUND;
+    if (chunk_max > STORE_CHUNK_MAX)
+        chunk_max = STORE_CHUNK_MAX;
+    st->chunk_cap_max = chunk_max > sizeof(store_chunk_t) + CHUNK_CAP_MIN
+                            ? (size_t)chunk_max - sizeof(store_chunk_t)
+                            : CHUNK_CAP_MIN;
     varlog_err_t err = VARLOG_OK;
     for (int32_t i = 0; i < topics && err == VARLOG_OK; i++) {
         int32_t tid = 0;
@@ -210,10 +240,195 @@ static void wake_waiters_locked(store_t *st, store_topic_t *t, int32_t ls_id)
     }
 }
 
+/* The entry capacity ls needs for n more entries (its trimmed prefix reclaimed first). */
+static size_t entries_cap_for(const store_ls_t *ls, size_t n)
+{
+    size_t live = ls->count - ls->head;
+    if (live + n <= ls->cap)
+        return ls->cap;
+    size_t cap = ls->cap ? ls->cap : ENTRIES_MIN;
+    while (cap < live + n)
+        cap *= 2;
+    return cap;
+}
+
+/* ---- retention ------------------------------------------------------------------------ */
+
+/* When an append would take resident_bytes past max_bytes, the oldest entries of the whole
+ * store go first: the oldest payload chunk of any log stream (chunks remember when they were
+ * taken) is dropped by trimming its topic up to the chunk's last GLSN, exactly as
+ * TrimDeprecated would (sealed log streams included), which also drops that topic's older
+ * entries of other log streams (within a topic, GLSN order is commit order). Chunk by chunk
+ * until the batch fits with RETENTION_SLACK to spare, then one log line for the pass. */
+
+typedef struct retention_pass {
+    uint64_t entries, bytes; /* trimmed */
+    size_t topics;           /* topics trimmed (counted once per change of topic) */
+    int32_t last_topic;
+    uint64_t last_glsn;
+} retention_pass_t;
+
+/* Deletes ls's entries with GLSN <= glsn and moves its trim point there. */
+static void ls_trim_locked(store_t *st, store_ls_t *ls, uint64_t glsn, retention_pass_t *pass)
+{
+    ls->trim_glsn = glsn;
+    while (ls->head < ls->count && ls->entries[ls->head].glsn <= glsn) {
+        store_entry_t *e = &ls->entries[ls->head++];
+        ls->bytes -= e->len;
+        st->bytes -= e->len;
+        ls->trimmed_last_glsn = e->glsn;
+        if (pass) {
+            pass->entries++;
+            pass->bytes += e->len;
+        }
+        entry_release_locked(st, ls, e);
+        ls->trimmed_any = true;
+    }
+    if (ls->head == ls->count) {
+        ls->head = ls->count = 0;
+    }
+}
+
+/* After a retention trim: an emptied log stream gives its current chunk back, and an entry
+ * array at most a quarter full halves (to twice its live entries at least), so that memory
+ * one log stream took in a burst goes back to the bound for the others. */
+static void ls_shrink_locked(store_t *st, store_ls_t *ls)
+{
+    if (ls->head == ls->count && ls->chunk && ls->chunk->live == 0) {
+        chunk_free(st, ls->chunk);
+        ls->chunk = NULL;
+    }
+    size_t live = ls->count - ls->head;
+    if (ls->cap <= ENTRIES_MIN || live * 4 > ls->cap)
+        return;
+    size_t cap = ls->cap;
+    while (cap > ENTRIES_MIN && live * 4 <= cap)
+        cap /= 2;
+    memmove(ls->entries, ls->entries + ls->head, live * sizeof(*ls->entries));
+    ls->count = live;
+    ls->head = 0;
+    store_entry_t *e = realloc(ls->entries, cap * sizeof(*e));
+    if (!e)
+        return; /* keeps the larger array */
+    st->resident_bytes -= (ls->cap - cap) * sizeof(*e);
+    ls->entries = e;
+    ls->cap = cap;
+}
+
+/* One step: drops the oldest chunk's entries. False when nothing is left to trim. */
+static bool retention_step_locked(store_t *st, retention_pass_t *pass)
+{
+    store_topic_t *best_t = NULL;
+    store_ls_t *best = NULL;
+    uint64_t best_seq = 0;
+    for (size_t i = 0; i < st->n_topics; i++) {
+        store_topic_t *t = st->topics[i];
+        for (size_t j = 0; j < t->n_lss; j++) {
+            store_ls_t *ls = t->lss[j];
+            if (ls->head == ls->count) {
+                /* Emptied by TrimDeprecated, which keeps the current chunk. */
+                if (ls->chunk && ls->chunk->live == 0) {
+                    ls_shrink_locked(st, ls);
+                    return true;
+                }
+                continue;
+            }
+            /* Entries without payload before any chunk count as the oldest. */
+            const store_chunk_t *ch = ls->entries[ls->head].chunk;
+            uint64_t seq = ch ? ch->seq : 0;
+            if (!best || seq < best_seq) {
+                best_t = t;
+                best = ls;
+                best_seq = seq;
+            }
+        }
+    }
+    if (!best)
+        return false;
+    const store_chunk_t *ch = best->entries[best->head].chunk;
+    size_t end = best->head;
+    while (end < best->count && best->entries[end].chunk == ch)
+        end++;
+    uint64_t glsn = best->entries[end - 1].glsn;
+    for (size_t j = 0; j < best_t->n_lss; j++) {
+        store_ls_t *ls = best_t->lss[j];
+        if (ls->trim_glsn < glsn) {
+            ls_trim_locked(st, ls, glsn, pass);
+            ls_shrink_locked(st, ls);
+        }
+    }
+    if (pass->topics == 0 || pass->last_topic != best_t->id)
+        pass->topics++;
+    pass->last_topic = best_t->id;
+    pass->last_glsn = glsn;
+    return true;
+}
+
+/* What reserving n entries and bytes payload bytes for ls would add to and take from
+ * resident_bytes; false when it cannot be represented. */
+static bool reserve_cost_locked(const store_t *st, const store_ls_t *ls, size_t n, uint64_t bytes,
+                                uint64_t *add, uint64_t *sub)
+{
+    size_t cap = entries_cap_for(ls, n);
+    if (cap > SIZE_MAX / sizeof(store_entry_t))
+        return false;
+    *add = (cap - ls->cap) * sizeof(store_entry_t);
+    *sub = 0;
+    const store_chunk_t *ch = ls->chunk;
+    if (bytes > 0 && (!ch || ch->cap - ch->used < bytes)) {
+        size_t size = 0;
+        if (!chunk_size_for(st, ch, bytes, &size))
+            return false;
+        *add += size;
+        if (ch && ch->live == 0)
+            *sub = ch->size;
+    }
+    return true;
+}
+
+/* Trims until the batch fits; false when it cannot fit even into an emptied store. */
+static bool retention_make_room_locked(store_t *st, store_ls_t *ls, size_t n, uint64_t bytes)
+{
+    uint64_t add = 0, sub = 0;
+    if (!reserve_cost_locked(st, ls, n, bytes, &add, &sub))
+        return false;
+    if (st->resident_bytes + add <= st->max_bytes + sub)
+        return true;
+    /* A batch too large for an empty store is refused without trimming anything for it. */
+    size_t alone = 0;
+    if (n > st->max_bytes / sizeof(store_entry_t) ||
+        (bytes > 0 && !chunk_size_for(st, NULL, bytes, &alone)) ||
+        alone + n * sizeof(store_entry_t) > st->max_bytes)
+        return false;
+    uint64_t resident0 = st->resident_bytes;
+    uint64_t low = st->max_bytes - st->max_bytes / RETENTION_SLACK;
+    retention_pass_t pass = {0, 0, 0, 0, 0};
+    while (st->resident_bytes + add > low + sub && retention_step_locked(st, &pass)) {
+        if (!reserve_cost_locked(st, ls, n, bytes, &add, &sub))
+            return false;
+    }
+    st->retention_passes++;
+    st->retention_entries += pass.entries;
+    if (st->log_file) {
+        fprintf(st->log_file,
+                "varlog-server: retention: trimmed %" PRIu64 " entries (%" PRIu64
+                " payload bytes) of %zu topic(s), topic %" PRId32 " up to GLSN %" PRIu64
+                "; resident %" PRIu64 " -> %" PRIu64 " bytes, bound %" PRIu64 "\n",
+                pass.entries, pass.bytes, pass.topics, pass.last_topic, pass.last_glsn, resident0,
+                st->resident_bytes, st->max_bytes);
+        fflush(st->log_file);
+    }
+    return st->resident_bytes + add <= st->max_bytes + sub;
+}
+
+/* ---- storing ---------------------------------------------------------------------------- */
+
 store_entry_t *store_reserve_locked(store_t *st, store_ls_t *ls, size_t n, uint64_t bytes,
                                     uint8_t **dst, varlog_err_t *err)
 {
-    if (bytes > st->max_bytes || st->bytes > st->max_bytes - bytes) {
+    bool full = st->refuse_when_full ? bytes > st->max_bytes || st->bytes > st->max_bytes - bytes
+                                     : !retention_make_room_locked(st, ls, n, bytes);
+    if (full) {
         *err = VARLOG_ERR_RPC_RESOURCE_EXHAUSTED;
         return NULL;
     }
@@ -226,9 +441,7 @@ store_entry_t *store_reserve_locked(store_t *st, store_ls_t *ls, size_t n, uint6
             ls->head = 0;
         }
         if (ls->count + n > ls->cap) {
-            size_t cap = ls->cap ? ls->cap : 16;
-            while (cap < ls->count + n)
-                cap *= 2;
+            size_t cap = entries_cap_for(ls, n);
             store_entry_t *e = realloc(ls->entries, cap * sizeof(*e));
             if (!e) {
                 *err = VARLOG_ERR_NOMEM;
@@ -294,18 +507,18 @@ void store_trim_locked(store_t *st, store_topic_t *t, uint64_t glsn)
         store_ls_t *ls = t->lss[i];
         if (ls->sealed || ls->trim_glsn >= glsn)
             continue;
-        ls->trim_glsn = glsn;
-        while (ls->head < ls->count && ls->entries[ls->head].glsn <= glsn) {
-            store_entry_t *e = &ls->entries[ls->head++];
-            ls->bytes -= e->len;
-            st->bytes -= e->len;
-            entry_release_locked(st, ls, e);
-            ls->trimmed_any = true;
-        }
-        if (ls->head == ls->count) {
-            ls->head = ls->count = 0;
-        }
+        ls_trim_locked(st, ls, glsn, NULL);
     }
+}
+
+bool store_sub_trimmed_locked(const store_ls_t *ls, const sub_state_t *s)
+{
+    if (!ls->trimmed_any)
+        return false;
+    if (!s->by_llsn)
+        return s->cursor <= ls->trimmed_last_glsn;
+    uint64_t first = ls->head < ls->count ? ls->entries[ls->head].llsn : ls->next_llsn;
+    return s->cursor < first;
 }
 
 size_t store_find_glsn_locked(const store_ls_t *ls, uint64_t g)

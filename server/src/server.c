@@ -75,6 +75,8 @@ varlog_err_t varlog_server_start(const varlog_server_opts_t *opts, varlog_server
         free(srv);
         return err;
     }
+    srv->store.refuse_when_full = opts->refuse_when_full;
+    srv->store.log_file = opts->log_file;
     faults_init(&srv->faults);
     timer_init(&srv->timer);
     pthread_mutex_init(&srv->life_mu, NULL);
@@ -229,6 +231,16 @@ uint64_t varlog_server_stored_bytes(varlog_server_t *srv)
         return 0;
     pthread_mutex_lock(&srv->store.mu);
     uint64_t v = srv->store.bytes;
+    pthread_mutex_unlock(&srv->store.mu);
+    return v;
+}
+
+uint64_t varlog_server_resident_bytes(varlog_server_t *srv)
+{
+    if (!srv)
+        return 0;
+    pthread_mutex_lock(&srv->store.mu);
+    uint64_t v = store_resident_bytes_locked(&srv->store);
     pthread_mutex_unlock(&srv->store.mu);
     return v;
 }

@@ -3,8 +3,8 @@
 
 /*
  * Internals of the embedded server, shared by its files:
- *   log_store.c  the in-memory log: topics, log streams, entries, trim, byte limit, and the
- *                list of subscribe calls waiting for a commit;
+ *   log_store.c  the in-memory log: topics, log streams, entries, trim, the byte bound
+ *                (retention or refusal), and the list of subscribe calls waiting for a commit;
  *   metadata.c   GetClusterInfo / GetMetadata;
  *   log_io.c     Append, Subscribe, SubscribeTo, TrimDeprecated, LogStreamReplicaMetadata;
  *   admin.c      the admin service (varlog.admpb.ClusterManager);
@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "rpc_server.h"
 #include "varlog/server.h"
@@ -86,11 +87,12 @@ int server_method_index(const char *path);
  * log frees the chunks that prefix used up. */
 #define STORE_CHUNK_MAX (4u << 20)
 typedef struct store_chunk {
-    size_t live; /* entries pointing into data (store.mu) */
-    size_t size; /* bytes allocated, this header included */
-    size_t cap;  /* bytes of data */
-    size_t used; /* ... handed out */
-    bool mapped; /* mmap'd, not malloc'd */
+    size_t live;  /* entries pointing into data (store.mu) */
+    size_t size;  /* bytes allocated, this header included */
+    size_t cap;   /* bytes of data */
+    size_t used;  /* ... handed out */
+    uint64_t seq; /* store.version when it was taken: retention trims the oldest first */
+    bool mapped;  /* mmap'd, not malloc'd */
     uint8_t data[];
 } store_chunk_t;
 
@@ -109,6 +111,7 @@ typedef struct store_ls {
     uint64_t next_llsn;
     uint64_t trim_glsn; /* entries with GLSN <= trim_glsn were trimmed: the global low WM - 1 */
     bool trimmed_any;   /* some entry was deleted by trim */
+    uint64_t trimmed_last_glsn; /* GLSN of the last entry deleted by trim, 0 = none */
     uint64_t bytes;
     int64_t created_unix;
     store_chunk_t *chunk; /* current payload chunk; NULL before the first payload byte */
@@ -133,11 +136,17 @@ typedef struct store {
     store_topic_t **topics; /* sorted by id */
     size_t n_topics;
     int32_t max_ls_id;
-    uint64_t bytes, max_bytes; /* payload bytes stored, and their limit */
+    uint64_t bytes, max_bytes; /* payload bytes stored, and the bound */
     /* The log's resident size: every chunk still allocated (headers and payloads, trimmed
      * entries' payloads included until their chunk goes) and the entry arrays' capacity;
-     * the allocator's own overhead aside. */
+     * the allocator's own overhead aside. Retention keeps it at or below max_bytes. */
     uint64_t resident_bytes;
+    /* Full: false = retention (trim the oldest entries until a batch fits in resident_bytes
+     * <= max_bytes), true = refusal (payload bytes beyond max_bytes: RESOURCE_EXHAUSTED). */
+    bool refuse_when_full;
+    size_t chunk_cap_max; /* data bytes of a chunk, at most: a small bound gets small chunks */
+    FILE *log_file;       /* one line per retention pass; NULL = none */
+    uint64_t retention_passes, retention_entries; /* for tests and the log */
     uint64_t applied_index;
     uint64_t version;  /* commit version: one per committed batch */
     sub_state_t *subs; /* every live subscribe call, for statistics */
@@ -161,6 +170,7 @@ struct sub_state {
     sub_state_t *sprev, *snext; /* store.subs */
 };
 
+/* Retention by default; set st->refuse_when_full and st->log_file after init. */
 varlog_err_t store_init(store_t *st, int32_t topics, int32_t ls_per_topic, uint64_t max_bytes);
 void store_destroy(store_t *st);
 /* With st->mu held. */
@@ -171,12 +181,15 @@ varlog_err_t store_add_ls_locked(store_t *st, int32_t topic_id, int32_t *ls_id);
 /* Storing a batch, in two steps so that the caller can copy the payloads straight from the
  * received request into the store, and so that everything that can fail comes before
  * anything is stored (a batch is stored whole or not at all):
- *   store_reserve_locked  checks the byte limit for bytes more, makes room for n more
+ *   store_reserve_locked  applies the bound: with retention, trims the oldest entries of the
+ *                       store until the batch fits (resident_bytes with it <= max_bytes);
+ *                       with refusal, checks the payload bytes. Then makes room for n more
  *                       entries of ls and for bytes more payload bytes; returns the n slots
  *                       (after the live entries) for the caller to fill in len and data, and
  *                       in *dst where to copy the bytes (data inside [*dst, *dst + bytes)).
- *                       NULL with *err RPC_RESOURCE_EXHAUSTED (byte limit) or NOMEM. Nothing
- *                       is stored yet.
+ *                       NULL with *err RPC_RESOURCE_EXHAUSTED (refused when full, or a batch
+ *                       that cannot fit even into an empty store) or NOMEM. Nothing of the
+ *                       batch is stored yet (retention may have trimmed).
  *   store_commit_locked  stores the n reserved entries, of bytes bytes copied to *dst (the
  *                       caller checked sealing): numbers them and wakes waiters. Cannot fail.
  *                       Returns the first GLSN and LLSN. Must follow the reserve under the
@@ -190,6 +203,9 @@ uint64_t store_resident_bytes_locked(const store_t *st);
 /* Trims every unsealed log stream of the topic up to glsn (inclusive) when glsn does not
  * exceed the topic's high watermark. */
 void store_trim_locked(store_t *st, store_topic_t *t, uint64_t glsn);
+/* Whether a started subscriber fell behind a trim: an entry of ls it was still to be sent
+ * was deleted. */
+bool store_sub_trimmed_locked(const store_ls_t *ls, const sub_state_t *s);
 /* Index of the first live entry with glsn >= g (or llsn >= l), count when none. */
 size_t store_find_glsn_locked(const store_ls_t *ls, uint64_t g);
 size_t store_find_llsn_locked(const store_ls_t *ls, uint64_t l);

@@ -1,6 +1,11 @@
 /* varlog-server: serves the embedded single-node Varlog server until SIGTERM or SIGINT.
  *
  *   varlog-server [--listen 127.0.0.1:PORT] [--topics T] [--log-streams N] [--max-bytes B]
+ *                 [--refuse-when-full]
+ *
+ * --max-bytes bounds the log's resident memory (default 1 GiB): past it the oldest entries
+ * are trimmed, one line on stderr per retention pass; with --refuse-when-full appends are
+ * refused instead once the payload bytes reach it (a full node, for tests).
  *
  * Prints the bound address ("127.0.0.1:PORT") on stdout once it serves, so a script can
  * start it with port 0 and read where it listens. */
@@ -19,9 +24,12 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: varlog-server [--listen 127.0.0.1:PORT] [--topics T] "
-                 "[--log-streams N] [--max-bytes B]\n"
+                 "[--log-streams N] [--max-bytes B] [--refuse-when-full]\n"
                  "  serves cluster 1 with storage node 1, topics 1..T and N log streams per\n"
-                 "  topic (numbered from 1 across topics) until SIGTERM or SIGINT\n");
+                 "  topic (numbered from 1 across topics) until SIGTERM or SIGINT\n"
+                 "  --max-bytes B        bound on the log's memory (default 1 GiB); past it the\n"
+                 "                       oldest entries are trimmed (logged on stderr)\n"
+                 "  --refuse-when-full   refuse appends past B instead (ResourceExhausted)\n");
 }
 
 static bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
@@ -37,7 +45,10 @@ static bool parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 
 int main(int argc, char **argv)
 {
-    varlog_server_opts_t opts = {"127.0.0.1:9092", 1, 1, 0};
+    varlog_server_opts_t opts = {.listen_address = "127.0.0.1:9092",
+                                 .topics = 1,
+                                 .log_streams_per_topic = 1,
+                                 .log_file = stderr};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -45,6 +56,9 @@ int main(int argc, char **argv)
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             usage(stdout);
             return 0;
+        } else if (strcmp(a, "--refuse-when-full") == 0) {
+            opts.refuse_when_full = true;
+            continue;
         } else if (strcmp(a, "--listen") == 0 && v) {
             opts.listen_address = v;
         } else if (strcmp(a, "--topics") == 0 && v && parse_i64(v, 0, INT32_MAX, &n)) {

@@ -11,13 +11,28 @@
 
 #include "google/protobuf/empty.pb-c.h"
 
-void fixture_start(srv_fixture_t *f, int32_t topics, int32_t ls, uint64_t max_bytes)
+static void fixture_start_opts(srv_fixture_t *f, const varlog_server_opts_t *o)
 {
     memset(f, 0, sizeof(*f));
-    varlog_server_opts_t o = {NULL, topics, ls, max_bytes};
-    assert_int_equal(varlog_server_start(&o, &f->srv), VARLOG_OK);
+    assert_int_equal(varlog_server_start(o, &f->srv), VARLOG_OK);
     f->addr = varlog_server_address(f->srv);
     assert_int_equal(rpc_client_new(&f->client), VARLOG_OK);
+}
+
+void fixture_start(srv_fixture_t *f, int32_t topics, int32_t ls, uint64_t max_bytes)
+{
+    varlog_server_opts_t o = {
+        .topics = topics, .log_streams_per_topic = ls, .max_bytes = max_bytes};
+    fixture_start_opts(f, &o);
+}
+
+void fixture_start_full(srv_fixture_t *f, int32_t topics, int32_t ls, uint64_t max_bytes)
+{
+    varlog_server_opts_t o = {.topics = topics,
+                              .log_streams_per_topic = ls,
+                              .max_bytes = max_bytes,
+                              .refuse_when_full = true};
+    fixture_start_opts(f, &o);
 }
 
 void fixture_stop(srv_fixture_t *f)

@@ -32,6 +32,9 @@ typedef struct srv_fixture {
 
 /* Starts a server (topics, log streams per topic, byte limit 0 = default) and a client. */
 void fixture_start(srv_fixture_t *f, int32_t topics, int32_t ls, uint64_t max_bytes);
+/* The same for a full node: appends past max_bytes payload bytes are refused
+ * (refuse_when_full) instead of trimming the oldest entries. */
+void fixture_start_full(srv_fixture_t *f, int32_t topics, int32_t ls, uint64_t max_bytes);
 void fixture_stop(srv_fixture_t *f);
 /* cmocka setup/teardown halves: a heap fixture with a server of topics x ls log streams in
  * *state, and its release. */

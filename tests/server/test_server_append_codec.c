@@ -445,7 +445,8 @@ static void test_store_chunks_freed_by_trim(void **state)
     pthread_mutex_lock(&st.mu);
     assert_int_equal(store_resident_bytes_locked(&st), arrays + (h + 240));
 
-    /* The byte limit counts payload bytes; a refused reservation stores nothing. */
+    /* A full node's byte limit counts payload bytes; a refused reservation stores nothing. */
+    st.refuse_when_full = true;
     varlog_err_t err = VARLOG_OK;
     uint8_t *dst = NULL;
     assert_null(store_reserve_locked(&st, ls, 1, (64 << 20) - 99, &dst, &err));

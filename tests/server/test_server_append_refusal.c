@@ -91,14 +91,15 @@ static void expect_next(srv_fixture_t *f, uint64_t n)
 
 /* ---- tests ----------------------------------------------------------------------------- */
 
-/* The byte limit is checked for the whole batch: with 30 of 40 bytes used, a batch of four
- * 3-byte payloads is refused although its first three would fit, and none of them is
- * stored. The error text is the server's own (a real node has no byte limit). */
+/* A full node (refuse_when_full). The byte limit is checked for the whole batch: with 30 of
+ * 40 bytes used, a batch of four 3-byte payloads is refused although its first three would
+ * fit, and none of them is stored. The error text is the server's own (a real node has no
+ * byte limit). */
 static void test_byte_limit_refuses_whole_batch(void **state)
 {
     (void)state;
     srv_fixture_t f;
-    fixture_start(&f, 1, 1, 40);
+    fixture_start_full(&f, 1, 1, 40);
     assert_int_equal(append_batches(&f, 1, 1, 1, 10, NULL, NULL, NULL, NULL), VARLOG_OK); /* 30B */
     rpc_status_t st;
     rpc_status_init(&st);
@@ -130,7 +131,7 @@ static void test_byte_limit_mid_stream(void **state)
 {
     (void)state;
     srv_fixture_t f;
-    fixture_start(&f, 1, 1, 21);
+    fixture_start_full(&f, 1, 1, 21);
     size_t answered = 99;
     uint64_t g[3] = {0, 0, 0};
     rpc_status_t st;

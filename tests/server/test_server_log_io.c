@@ -386,13 +386,13 @@ static void test_bad_requests(void **state)
     rpc_status_clear(&st);
 }
 
-/* The store is bounded: an append beyond the byte limit fails with RESOURCE_EXHAUSTED and
- * stores nothing; trimming makes room again. */
+/* A full node (refuse_when_full): an append beyond the byte limit fails with
+ * RESOURCE_EXHAUSTED and stores nothing; trimming makes room again. */
 static void test_byte_limit(void **state)
 {
     (void)state;
     srv_fixture_t f;
-    fixture_start(&f, 1, 1, 40);
+    fixture_start_full(&f, 1, 1, 40);
     assert_int_equal(append_batches(&f, 1, 1, 1, 10, NULL, NULL, NULL, NULL), VARLOG_OK); /* 30B */
     rpc_status_t st;
     rpc_status_init(&st);

@@ -153,7 +153,8 @@ static void test_start_options(void **state)
 {
     srv_fixture_t *f = *state;
     varlog_server_t *s = NULL;
-    varlog_server_opts_t o = {"0.0.0.0:0", 1, 1, 0};
+    varlog_server_opts_t o = {
+        .listen_address = "0.0.0.0:0", .topics = 1, .log_streams_per_topic = 1};
     assert_int_equal(varlog_server_start(&o, &s), VARLOG_ERR_INVALID_ARG);
     o.listen_address = "127.0.0.1:x";
     assert_int_equal(varlog_server_start(&o, &s), VARLOG_ERR_INVALID_ARG);

@@ -29,8 +29,10 @@
  *     AddMetadataRepositoryNode, AddMRPeer, DeleteMetadataRepositoryNode, RemoveMRPeer
  *     (docs/SERVER.md says what each answers on a server of one node)
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "varlog/error.h"
 #include "varlog/export.h"
@@ -47,9 +49,24 @@ typedef struct varlog_server_opts {
     const char *listen_address;
     int32_t topics;                /* topic ids 1..topics; 0 is allowed (none) */
     int32_t log_streams_per_topic; /* numbered from 1 across all topics, topic by topic */
-    /* Bound on the payload bytes held in memory; appends beyond it fail with
-     * RESOURCE_EXHAUSTED "storage: byte limit reached". 0 = 1 GiB. Trim frees bytes. */
+    /* Bound on the memory the log takes, 0 = 1 GiB. By default a retention bound: the log's
+     * resident bytes (payloads with their chunks' slack, and the per-entry metadata arrays;
+     * varlog_server_resident_bytes) stay at or below it after every append, because an
+     * append that would pass it first trims the oldest entries of the whole server (oldest
+     * payload chunk first, each trim cutting that chunk's topic up to the chunk's last GLSN,
+     * sealed log streams included) down to 7/8 of it. Subscribers of a trimmed range then
+     * get OutOfRange "log stream: logstream: trimmed", as after TrimDeprecated. Only a batch
+     * too large for an empty store is refused (RESOURCE_EXHAUSTED "storage: byte limit
+     * reached", nothing trimmed for it). See refuse_when_full for the other behaviour. */
     uint64_t max_bytes;
+    /* A full node: appends that would take the payload bytes (varlog_server_stored_bytes,
+     * no overhead counted) past max_bytes fail with RESOURCE_EXHAUSTED "storage: byte limit
+     * reached" and nothing is trimmed; TrimDeprecated frees room. false = retention. */
+    bool refuse_when_full;
+    /* Where retention writes one line per pass (not per entry): what it trimmed and the
+     * resident size before and after. Written on the server's thread with an internal lock
+     * held; not closed by the server. NULL = no log. */
+    FILE *log_file;
 } varlog_server_opts_t;
 
 /* Creates a server with cluster id 1 and one storage node (id 1) and starts serving.
@@ -108,6 +125,13 @@ VARLOG_API uint64_t varlog_server_applied_index(varlog_server_t *srv);
 
 /* Payload bytes currently stored. Does not block (a brief internal lock). */
 VARLOG_API uint64_t varlog_server_stored_bytes(varlog_server_t *srv);
+
+/* The log's resident bytes, what retention bounds by max_bytes: every payload chunk still
+ * allocated (header, payloads, and slack: trimmed payloads sharing a chunk with live ones,
+ * unused tails) and the entry arrays' capacity (per-entry metadata, 40 bytes an entry on
+ * 64-bit platforms). The allocator's own overhead and per-call state are not counted. 0 for
+ * NULL. Does not block (a brief internal lock). */
+VARLOG_API uint64_t varlog_server_resident_bytes(varlog_server_t *srv);
 
 /* ---- fault injection (modelled on librdkafka's mock cluster) ----------------------------
  * Settings live until changed or varlog_server_clear_faults, and survive stop/restart. */
