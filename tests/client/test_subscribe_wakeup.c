@@ -177,13 +177,19 @@ typedef struct gate {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool open;
-    atomic_int seen;
+    atomic_int entered, seen;
 } gate_t;
+
+static bool handler_entered(void *arg)
+{
+    return atomic_load(&((gate_t *)arg)->entered) > 0;
+}
 
 static void on_entry(const varlog_entry_t *e, void *opaque)
 {
     (void)e;
     gate_t *g = opaque;
+    atomic_fetch_add(&g->entered, 1);
     pthread_mutex_lock(&g->mu);
     while (!g->open)
         pthread_cond_wait(&g->cv, &g->mu);
@@ -201,7 +207,9 @@ static void test_close_wakes_a_batching_consumer(void **state)
     varlog_subscribe_handlers_t h = {.on_entry = on_entry, .opaque = &g};
     varlog_subscription_t *sub = NULL;
     assert_int_equal(varlog_subscribe(f.client, 1, 1, VARLOG_GLSN_MAX, &h, &sub), VARLOG_OK);
-    /* The first entry's handler holds the thread until the rest are buffered. */
+    /* The first entry's handler holds the thread until the rest are buffered (looked at
+     * only once the thread is held: the consumer's fields are its own while it runs). */
+    assert_true(test_wait_until(handler_entered, &g, cf_wait_bound_ms()));
     assert_true(test_wait_until(holds_burst_but_one, sub, cf_wait_bound_ms()));
     pthread_mutex_lock(&g.mu);
     g.open = true;
