@@ -4,7 +4,7 @@
 set -eu
 
 PACKAGES="gcc make cmake pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
-libcmocka-dev valgrind python3-protobuf"
+libcmocka-dev libcjson-dev valgrind python3-protobuf"
 
 missing=""
 for p in $PACKAGES; do
