@@ -1,0 +1,115 @@
+#ifndef VARLOG_CLI_H
+#define VARLOG_CLI_H
+
+/*
+ * varlog-cli: what main.c and the commands (one file each, cli/cmd_<name>.c) share.
+ *
+ * A command is `int cmd_<name>(cli_ctx_t *ctx, int argc, char **argv)` and returns the
+ * process's exit status: 0 success, 1 failure (the cluster could not be reached, an
+ * operation failed, a check failed), 2 bad arguments. argv[0] is the command's name and
+ * argv[1..argc) its own arguments; the common options (--mr, -X, --topics, --log-streams)
+ * were consumed by main before the command name. A command parses its options with
+ * getopt_long after cli_getopt_reset, and reports what it refuses through cli_bad_option or
+ * cli_usage_error: one line on stderr, exit status 2. `--help`/`-h` prints the command's
+ * usage on stdout and returns 0.
+ *
+ * Errors are printed as one line, `varlog-cli CMD: what failed: why`, on stderr; results go
+ * to stdout.
+ */
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "varlog/admin.h"
+#include "varlog/appender.h"
+#include "varlog/client.h"
+#include "varlog/conf.h"
+#include "varlog/error.h"
+#include "varlog/server.h"
+#include "varlog/subscribe.h"
+
+/* Exit statuses. */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAIL 1
+#define CLI_EXIT_USAGE 2
+
+typedef struct cli_ctx {
+    const char *prog; /* "varlog-cli" (argv[0]'s base name) */
+    const char *cmd;  /* the command's name, set by main before dispatch */
+    /* The cluster's metadata repository addresses ("host:port[,host:port]"), as given to
+     * --mr; NULL: the command runs against an embedded server started in-process. */
+    const char *mr;
+    /* Every -X key=value applied, in order; metadata.addresses is set from mr by
+     * cli_open_client. Owned by main; cli_open_client opens its client from a copy. */
+    varlog_conf_t *conf;
+    /* The embedded server's shape when mr is NULL (--topics, --log-streams): topics 1..T,
+     * N log streams each. */
+    int32_t embedded_topics;
+    int32_t embedded_log_streams;
+    bool quiet; /* -q: no "using an embedded server" notice */
+} cli_ctx_t;
+
+/* Set by SIGINT/SIGTERM once cli_catch_signals was called: long-running commands (a tailing
+ * subscribe, bench) poll it, stop cleanly and exit as usual. A second signal kills. */
+extern volatile sig_atomic_t cli_stop_requested;
+void cli_catch_signals(void);
+
+/*
+ * Opens a client for ctx. With ctx->mr NULL, first starts the embedded server in-process
+ * (ctx->embedded_topics topics of ctx->embedded_log_streams log streams, on a free port of
+ * 127.0.0.1), says so on stderr (unless ctx->quiet) and gives its address to the client;
+ * *srv_out receives it (NULL with --mr). The client is opened from a copy of ctx->conf.
+ * Returns CLI_EXIT_OK, or CLI_EXIT_FAIL after printing one line that names the address and
+ * the error (nothing is left open then). Release with cli_close_client.
+ */
+int cli_open_client(cli_ctx_t *ctx, varlog_client_t **out, varlog_server_t **srv_out);
+
+/* Destroys the client, then the embedded server if any. Accepts NULLs. */
+void cli_close_client(varlog_client_t *client, varlog_server_t *srv);
+
+/*
+ * Opens an admin handle: for ctx->mr the first address of the list (varlog-server and a
+ * one-process cluster serve the admin service on that port; a real cluster's admin has an
+ * address of its own, given by the command's --admin option as admin_addr), or the embedded
+ * server's address when srv is given. Returns CLI_EXIT_OK or CLI_EXIT_FAIL after one line.
+ */
+int cli_open_admin(cli_ctx_t *ctx, const char *admin_addr, varlog_server_t *srv,
+                   varlog_admin_t **out);
+
+/* Prints `PROG CMD: <message>` and a newline on stderr; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const cli_ctx_t *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints `PROG CMD: <message>: ERR_NAME: last error text` on stderr; returns CLI_EXIT_FAIL. */
+int cli_fail(const cli_ctx_t *ctx, varlog_err_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Resets getopt for a command's own parsing (glibc: optind = 0) and silences getopt's own
+ * messages: use an optstring starting with ':' and hand '?' and ':' to cli_bad_option. */
+void cli_getopt_reset(void);
+
+/* The one-line error for getopt_long's '?' (unknown option) or ':' (missing value); returns
+ * CLI_EXIT_USAGE. */
+int cli_bad_option(const cli_ctx_t *ctx, int c, char **argv);
+
+/* Parses a whole decimal number within [min, max]; suffixes k, m, g (x1024^n) when
+ * allow_suffix. On failure prints `option NAME: 'TEXT' is not ...` (one line) and returns
+ * false. */
+bool cli_parse_i64(const cli_ctx_t *ctx, const char *name, const char *text, int64_t min,
+                   int64_t max, bool allow_suffix, int64_t *out);
+bool cli_parse_u64(const cli_ctx_t *ctx, const char *name, const char *text, uint64_t min,
+                   uint64_t max, uint64_t *out);
+
+/* The commands. */
+int cmd_append(cli_ctx_t *ctx, int argc, char **argv);
+int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv);
+int cmd_subscribe_to(cli_ctx_t *ctx, int argc, char **argv);
+int cmd_peek(cli_ctx_t *ctx, int argc, char **argv);
+int cmd_trim(cli_ctx_t *ctx, int argc, char **argv);
+int cmd_topics(cli_ctx_t *ctx, int argc, char **argv);
+int cmd_bench(cli_ctx_t *ctx, int argc, char **argv);
+int cmd_demo(cli_ctx_t *ctx, int argc, char **argv);
+
+#endif

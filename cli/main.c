@@ -1,0 +1,159 @@
+/* varlog-cli: the common options, then one command (cli/cmd_<name>.c) by name. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct cli_command {
+    const char *name;
+    int (*run)(cli_ctx_t *ctx, int argc, char **argv);
+    const char *summary;
+} cli_command_t;
+
+/* One row per command; `varlog-cli --help` lists them in this order. */
+static const cli_command_t COMMANDS[] = {
+    {"append", cmd_append, "append records from stdin lines, or generated ones"},
+    {"subscribe", cmd_subscribe, "read a topic in GLSN order (tails for ever by default)"},
+    {"subscribe-to", cmd_subscribe_to, "read one log stream in LLSN order"},
+    {"peek", cmd_peek, "first and last entries of log streams"},
+    {"trim", cmd_trim, "delete a topic's entries up to a GLSN"},
+    {"topics", cmd_topics, "topics and their log streams"},
+    {"bench", cmd_bench, "append and/or subscribe benchmark with a latency summary"},
+    {"demo", cmd_demo, "append records, read them back, check them and print throughput"},
+};
+
+static void usage(FILE *out, const char *prog)
+{
+    fprintf(out,
+            "usage: %s [OPTIONS] COMMAND [ARGS]\n"
+            "\n"
+            "Options (before the command):\n"
+            "  --mr HOST:PORT[,HOST:PORT]  the cluster's metadata repository; without it an\n"
+            "                              embedded server is started in-process\n"
+            "  -X KEY=VALUE                set a client property (CONFIGURATION.md); repeatable\n"
+            "  --topics T                  embedded server: topics 1..T (default 1)\n"
+            "  --log-streams N             embedded server: N log streams per topic (default 2)\n"
+            "  -q, --quiet                 no notice about the embedded server\n"
+            "  -h, --help                  this text\n"
+            "\n"
+            "Commands:\n",
+            prog);
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        fprintf(out, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    fprintf(out,
+            "\n`%s COMMAND --help` describes a command's arguments.\n"
+            "Exit status: 0 success, 1 failure, 2 bad arguments.\n",
+            prog);
+}
+
+static int set_property(cli_ctx_t *ctx, const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (!eq || eq == kv) {
+        fprintf(stderr, "%s: -X wants KEY=VALUE, not '%s'\n", ctx->prog, kv);
+        return CLI_EXIT_USAGE;
+    }
+    char key[128];
+    size_t klen = (size_t)(eq - kv);
+    if (klen >= sizeof key) {
+        fprintf(stderr, "%s: -X: property name too long: '%s'\n", ctx->prog, kv);
+        return CLI_EXIT_USAGE;
+    }
+    memcpy(key, kv, klen);
+    key[klen] = '\0';
+    char errstr[256];
+    if (varlog_conf_set(ctx->conf, key, eq + 1, errstr, sizeof errstr) != VARLOG_OK) {
+        fprintf(stderr, "%s: -X %s\n", ctx->prog, errstr);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+static int parse_common(cli_ctx_t *ctx, int argc, char **argv)
+{
+    enum { OPT_MR = 256, OPT_TOPICS, OPT_LOG_STREAMS };
+    static const struct option longopts[] = {
+        {"mr", required_argument, NULL, OPT_MR},
+        {"topics", required_argument, NULL, OPT_TOPICS},
+        {"log-streams", required_argument, NULL, OPT_LOG_STREAMS},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    /* '+': stop at the command name, whose options are the command's own. */
+    int c;
+    int64_t n;
+    while ((c = getopt_long(argc, argv, "+:X:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_MR:
+            if (optarg[0] == '\0') {
+                fprintf(stderr, "%s: --mr wants HOST:PORT[,HOST:PORT]\n", ctx->prog);
+                return CLI_EXIT_USAGE;
+            }
+            ctx->mr = optarg;
+            break;
+        case OPT_TOPICS:
+            if (!cli_parse_i64(ctx, "--topics", optarg, 0, 1000000, false, &n))
+                return CLI_EXIT_USAGE;
+            ctx->embedded_topics = (int32_t)n;
+            break;
+        case OPT_LOG_STREAMS:
+            if (!cli_parse_i64(ctx, "--log-streams", optarg, 0, 1000000, false, &n))
+                return CLI_EXIT_USAGE;
+            ctx->embedded_log_streams = (int32_t)n;
+            break;
+        case 'X': {
+            int rc = set_property(ctx, optarg);
+            if (rc != CLI_EXIT_OK)
+                return rc;
+            break;
+        }
+        case 'q':
+            ctx->quiet = true;
+            break;
+        case 'h':
+            usage(stdout, ctx->prog);
+            return -1;
+        default:
+            return cli_bad_option(ctx, c, argv);
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    cli_ctx_t ctx = {.prog = "varlog-cli", .embedded_topics = 1, .embedded_log_streams = 2};
+    ctx.conf = varlog_conf_new();
+    if (!ctx.conf) {
+        fprintf(stderr, "%s: out of memory\n", ctx.prog);
+        return CLI_EXIT_FAIL;
+    }
+    int rc = parse_common(&ctx, argc, argv);
+    if (rc != CLI_EXIT_OK) {
+        varlog_conf_destroy(ctx.conf);
+        return rc < 0 ? CLI_EXIT_OK : rc;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "%s: no command given (see %s --help)\n", ctx.prog, ctx.prog);
+        varlog_conf_destroy(ctx.conf);
+        return CLI_EXIT_USAGE;
+    }
+    const char *name = argv[optind];
+    const cli_command_t *cmd = NULL;
+    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (strcmp(COMMANDS[i].name, name) == 0)
+            cmd = &COMMANDS[i];
+    if (!cmd) {
+        fprintf(stderr, "%s: unknown command '%s' (see %s --help)\n", ctx.prog, name, ctx.prog);
+        varlog_conf_destroy(ctx.conf);
+        return CLI_EXIT_USAGE;
+    }
+    ctx.cmd = cmd->name;
+    cli_getopt_reset();
+    rc = cmd->run(&ctx, argc - optind, argv + optind);
+    varlog_conf_destroy(ctx.conf);
+    return rc;
+}
