@@ -152,8 +152,9 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     ctx.cmd = cmd->name;
+    int first = optind; /* cli_getopt_reset zeroes optind */
     cli_getopt_reset();
-    rc = cmd->run(&ctx, argc - optind, argv + optind);
+    rc = cmd->run(&ctx, argc - first, argv + first);
     varlog_conf_destroy(ctx.conf);
     return rc;
 }
