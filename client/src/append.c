@@ -603,6 +603,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
     err = append_check_target(c, topic_id, log_stream_id, deadline);
     if (err != VARLOG_OK) {
         atomic_fetch_add(&c->stats.appends_failed, 1);
+        stats_add_outcome(&c->cstats, VARLOG_NOT_APPENDED, 1, n, 0);
         client_leave(c);
         return err;
     }
@@ -629,6 +630,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
     bool maybe = op->maybe;
     if (err == VARLOG_OK && metas)
         memcpy(metas, op->metas, n * sizeof(varlog_entry_meta_t));
+    int32_t stored_ls = err == VARLOG_OK ? op->metas[0].log_stream_id : 0;
     if (err != VARLOG_OK)
         errtext_set(err, "%s", op->errtext);
     pthread_mutex_unlock(&op->mu);
@@ -636,6 +638,15 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
         *outcome = err == VARLOG_OK ? VARLOG_APPENDED
                                     : (maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED);
     atomic_fetch_add(err == VARLOG_OK ? &c->stats.appends_ok : &c->stats.appends_failed, 1);
+    uint64_t bytes = 0;
+    for (size_t i = 0; err == VARLOG_OK && i < n; i++)
+        bytes += records[i].len;
+    stats_add_outcome(&c->cstats,
+                      err == VARLOG_OK ? VARLOG_APPENDED
+                                       : (maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED),
+                      1, n, bytes);
+    if (err == VARLOG_OK)
+        stats_add_log_stream(&c->cstats, topic_id, stored_ls, n, bytes);
     op_unref(op);
     errtext_guard_end(err == VARLOG_OK);
     client_leave(c);

@@ -198,6 +198,8 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->next_seq = 1;
     atomic_init(&app->refs, 1);
     atomic_init(&app->inflight_batches, 0);
+    atomic_init(&app->inflight_records, 0);
+    atomic_init(&app->inflight_bytes, 0);
     /* Producers take mu once per append: under contention a short spin costs less than the
      * futex sleep and wake-up a plain mutex goes to at once. */
     pthread_mutexattr_t attr;
@@ -374,6 +376,9 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
     struct timespec until;
     if (timeout_ms > 0)
         abs_deadline(&until, timeout_ms);
+    /* The append latency's start, read before the lock so that the critical section stays as
+     * it was; a wait for room counts as latency. */
+    int64_t t_ns = stats_now_ns();
     pthread_mutex_lock(&app->mu);
     for (;;) {
         if (app->closing) {
@@ -388,6 +393,7 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         /* On the appender's own thread only its return can make room: never wait there. */
         if (timeout_ms == 0 || on_app_thread(app)) {
             app->stats.queue_full++;
+            atomic_fetch_add_explicit(&app->c->cstats.queue_full, 1, memory_order_relaxed);
             err = errtext_set(
                 VARLOG_ERR_QUEUE_FULL,
                 "appender_append: queue full (%llu calls, %llu records, %llu bytes "
@@ -418,8 +424,8 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         wake = true; /* a new linger deadline, perhaps a sealed batch */
     }
     app_batch_t *b = app->open;
-    b->calls[b->n_calls++] =
-        (app_call_t){.cb = cb, .opaque = opaque, .first = b->n_records, .n = (uint32_t)n};
+    b->calls[b->n_calls++] = (app_call_t){
+        .cb = cb, .opaque = opaque, .first = b->n_records, .n = (uint32_t)n, .t_ns = t_ns};
     for (size_t i = 0; i < n; i++)
         b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
     b->n_records += (uint32_t)n;

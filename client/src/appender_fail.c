@@ -91,7 +91,9 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
         lane->held = true;
     app->stats.batches_retried += batches->n;
     pthread_mutex_unlock(&app->mu);
+    size_t n_batches = batches->n;
     if (client_submit_lookup_retry(c, delay, r, retry_after, retry_release)) {
+        atomic_fetch_add_explicit(&c->cstats.retries, n_batches, memory_order_relaxed);
         *batches = (batch_list_t){0};
         return true;
     }
@@ -121,8 +123,11 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     batch_list_t retry = {0};
     bool deny = false;
     size_t i = 0;
+    uint64_t left_records = 0, left_bytes = 0;
     app_batch_t *b;
     while ((b = blist_pop(&lane->inflight))) {
+        left_records += b->n_records;
+        left_bytes += b->bytes;
         bool maybe_sent = lane->answered + i++ < sent;
         append_verdict_t v = append_classify(err, msg, maybe_sent, closing, false);
         b->maybe |= v.ambiguous;
@@ -145,6 +150,8 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
         }
     }
     atomic_fetch_sub(&app->inflight_batches, i);
+    atomic_fetch_sub_explicit(&app->inflight_records, left_records, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&app->inflight_bytes, left_bytes, memory_order_relaxed);
     /* Destroyed last: msg may be the stream's status text. */
     rpc_stream_t *ended = lane->stream;
     lane->stream = NULL;

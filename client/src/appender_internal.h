@@ -35,6 +35,7 @@ typedef struct app_call {
     void *opaque;
     uint32_t first; /* index of its first record in the batch */
     uint32_t n;
+    int64_t t_ns; /* stats_now_ns at the append call: the latency statistics */
 } app_call_t;
 
 typedef enum { SLOT_FREE, SLOT_OPEN, SLOT_READY, SLOT_OUT } slot_state_t;
@@ -149,6 +150,7 @@ struct varlog_appender {
     batch_list_t *outboxes;        /* the thread's: per lane, batches to send */
     varlog_appender_stats_t stats; /* (mu), gauges filled on read */
     atomic_uint_fast64_t inflight_batches;
+    atomic_uint_fast64_t inflight_records, inflight_bytes; /* with inflight_batches */
 };
 
 /* ---- lists ---- */

@@ -64,6 +64,7 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     if (!settled->head)
         return;
     uint64_t ok_calls = 0, failed_calls = 0, records = 0;
+    client_stats_t *st = &app->c->cstats;
     varlog_append_result_t *res = vq_objpool_get(app->results);
     varlog_append_result_t fallback; /* the pool could not allocate: still one callback each */
     if (!res)
@@ -73,6 +74,16 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
         res->outcome = b->err == VARLOG_OK ? VARLOG_APPENDED : b->outcome;
         res->errtext = b->err == VARLOG_OK ? "" : b->errtext;
         res->metas = NULL;
+        /* Statistics per batch, before its callbacks: one clock read, and the counters are
+         * up to date by the time a callback looks at them. */
+        if (b->err == VARLOG_OK) {
+            int64_t now_ns = stats_now_ns();
+            for (uint32_t i = 0; i < b->n_calls; i++)
+                vhist_record(&st->latency, now_ns - b->calls[i].t_ns);
+            stats_add_log_stream(st, app->topic_id, b->metas[0].log_stream_id, b->n_records,
+                                 b->bytes);
+        }
+        stats_add_outcome(st, res->outcome, b->n_calls, b->n_records, b->bytes);
         for (uint32_t i = 0; i < b->n_calls; i++) {
             const app_call_t *call = &b->calls[i];
             res->n = call->n;
@@ -175,11 +186,14 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
     size_t n = 0;
     bool broken = false;
     app_batch_t *b;
+    uint64_t n_records = 0, n_bytes = 0;
     while ((b = blist_pop(outbox))) {
         b->attempts++;
         b->sent_ms = now;
         blist_push(&lane->inflight, b);
         n++;
+        n_records += b->n_records;
+        n_bytes += b->bytes;
         if (err != VARLOG_OK || broken)
             continue;
         if (!atomic_load(&b->has_body)) {
@@ -191,6 +205,8 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
             broken = true; /* the stream failed: its end settles this batch and the rest */
     }
     atomic_fetch_add(&app->inflight_batches, n);
+    atomic_fetch_add_explicit(&app->inflight_records, n_records, memory_order_relaxed);
+    atomic_fetch_add_explicit(&app->inflight_bytes, n_bytes, memory_order_relaxed);
     if (err != VARLOG_OK) {
         /* No stream: nothing was sent, and the batches go through the same verdicts as a
          * failed stream's. */
@@ -243,6 +259,8 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
             continue;
         }
         atomic_fetch_sub(&app->inflight_batches, 1);
+        atomic_fetch_sub_explicit(&app->inflight_records, b->n_records, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&app->inflight_bytes, b->bytes, memory_order_relaxed);
         size_t len = 0;
         const uint8_t *p = wire_flatten(bb, &app->scratch, &len);
         char why[160] = "out of memory for an answer";

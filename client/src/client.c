@@ -199,6 +199,7 @@ static void client_free(varlog_client_t *c)
     pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->fetch_mu);
     pthread_mutex_destroy(&c->mu);
+    stats_fini(&c->cstats);
     free(c);
 }
 
@@ -238,7 +239,11 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
     allowlist_init(&c->allow);
 
     int64_t deadline = wire_now_ms() + c->conf->open_timeout_ms;
-    err = split_seeds(c, c->conf->metadata_addresses ? c->conf->metadata_addresses : "");
+    err = stats_init(&c->cstats, c->conf)
+              ? VARLOG_OK
+              : errtext_set(VARLOG_ERR_NOMEM, "out of memory for the statistics");
+    if (err == VARLOG_OK)
+        err = split_seeds(c, c->conf->metadata_addresses ? c->conf->metadata_addresses : "");
     rpc_client_opts_t rpc_opts = {.reconnect_backoff_max_ms = c->conf->reconnect_backoff_max_ms};
     if (err == VARLOG_OK && (err = rpc_client_new_opts(&rpc_opts, &c->rpc)) != VARLOG_OK)
         errtext_set(err, "could not start the gRPC client: %s", varlog_err_str(err));
@@ -248,6 +253,8 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
         err = append_engine_start(c);
     if (err == VARLOG_OK)
         err = md_refresher_start(c);
+    if (err == VARLOG_OK)
+        err = stats_start(c);
     if (err != VARLOG_OK) {
         char why[512];
         errtext_copy(why, sizeof(why));
@@ -277,6 +284,9 @@ void varlog_client_destroy(varlog_client_t *c)
     pthread_mutex_lock(&c->mu);
     c->closing = true;
     pthread_mutex_unlock(&c->mu);
+    /* The statistics' thread reads every part below: it goes first, and no stats callback
+     * runs once destroy returns. */
+    stats_stop(c);
     /* Appenders first: their threads use the transport, the metadata and the engine. */
     appenders_close_all(c);
     subscriptions_close_all(c);

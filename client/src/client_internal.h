@@ -14,6 +14,7 @@
 #include "log_internal.h"
 #include "metadata.h"
 #include "rpc_client.h"
+#include "stats_internal.h"
 #include "varlog/client.h"
 #include "vq/batcher.h"
 #include "vq/engine.h"
@@ -61,6 +62,7 @@ struct varlog_client {
     pthread_cond_t refresher_wake; /* with mu */
 
     struct client_counters stats;
+    client_stats_t cstats; /* varlog/stats.h: the snapshot's counters and the emit thread */
 
     struct varlog_appender *appenders;         /* open appenders (mu); destroy closes them */
     struct varlog_subscription *subscriptions; /* open subscriptions (mu); destroy closes them */

@@ -178,6 +178,11 @@ static const conf_property_t props[] = {
              "(nor metadata.addresses, nor the metadata repository member in use) is kept "
              "before it is closed. Checked whenever metadata is fetched; a connection with "
              "calls still running is closed after its last call."),
+    INT_PROP("stats.interval.ms", stats_interval_ms, "0", 0, 86400000, MS,
+             "Period of the statistics emit: every this many milliseconds a thread of the "
+             "client (\"varlog-stats\") hands one JSON document (docs/STATISTICS.md) to the "
+             "callback set with varlog_conf_set_stats_cb. 0 turns it off, as does an unset "
+             "callback: no thread is started. varlog_stats_get works either way."),
     {.name = "log.level",
      .type = CONF_TYPE_ENUM,
      .def = "info",
@@ -671,6 +676,14 @@ void varlog_conf_set_log_cb(varlog_conf_t *conf, varlog_log_cb *cb, void *opaque
         return;
     conf->log_cb = cb;
     conf->log_opaque = opaque;
+}
+
+void varlog_conf_set_stats_cb(varlog_conf_t *conf, varlog_stats_cb *cb, void *opaque)
+{
+    if (!conf)
+        return;
+    conf->stats_cb = cb;
+    conf->stats_opaque = opaque;
 }
 
 const char *varlog_conf_property_name(size_t i)

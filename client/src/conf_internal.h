@@ -47,6 +47,9 @@ struct varlog_conf {
     unsigned debug_contexts; /* set of varlog_log_ctx_t bits */
     varlog_log_cb *log_cb;   /* NULL = stderr */
     void *log_opaque;
+    int64_t stats_interval_ms; /* 0 = no periodic emit */
+    varlog_stats_cb *stats_cb; /* NULL = no periodic emit */
+    void *stats_opaque;
 };
 
 /* Checks between properties, run by varlog_client_new. On failure sets the thread's error

@@ -74,6 +74,9 @@ static bool client_unlink(varlog_subscription_t *sub)
         if (*p == sub) {
             *p = sub->next_open;
             found = true;
+            /* What it delivered stays in the client's statistics. */
+            c->cstats.closed_sub_entries += atomic_load(&sub->n_entries);
+            c->cstats.closed_sub_bytes += atomic_load(&sub->n_bytes);
             break;
         }
     }
@@ -197,6 +200,7 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     atomic_init(&sub->n_bytes, 0);
     atomic_init(&sub->n_duplicates, 0);
     atomic_init(&sub->n_next, rq->begin);
+    atomic_init(&sub->n_seen_max, 0);
     sub->end = rq->end;
     sub->has_handlers = rq->handlers != NULL;
     if (rq->handlers)

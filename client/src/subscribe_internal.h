@@ -92,6 +92,8 @@ struct varlog_subscription {
     /* Counters the consumer alone writes, read by varlog_subscription_stats: relaxed atomic
      * stores cost a plain store, so they are exact after every entry at no cost. */
     atomic_uint_fast64_t n_entries, n_bytes, n_duplicates, n_next;
+    /* The highest position taken as a log stream's head: the lag statistic (varlog/stats.h). */
+    atomic_uint_fast64_t n_seen_max;
 
     pthread_mutex_t mu;
     pthread_cond_t wake; /* news, a reopen, closing; the consumer waits on it */

@@ -351,6 +351,8 @@ static void pull(varlog_subscription_t *sub, sub_ls_t *ls)
         ls->held = bb;
         ls->has_head = true;
         ls->last_pos = pos;
+        if (pos > atomic_load_explicit(&sub->n_seen_max, memory_order_relaxed))
+            atomic_store_explicit(&sub->n_seen_max, pos, memory_order_relaxed);
         ls->failures = 0;
         (void)tq_push(sub->heap, pos, (uintptr_t)ls); /* room for every log stream */
     }

@@ -186,4 +186,11 @@ size_t rpc_client_retain_targets(rpc_client_t *c, const char *const *targets, si
 /* Channels currently cached (including dropped ones that wait for their last call). */
 size_t rpc_client_channel_count(rpc_client_t *c);
 
+/* Reconnections so far: a channel seen READY, then not READY (its connection lost or gone
+ * idle), then READY again. gRPC reports states only when asked, so a channel's state is
+ * looked at when a call starts or ends on it and by this function: a loss and return that
+ * no call nor reader saw are not counted. Does not block beyond the client's lock; 0 for
+ * NULL. */
+uint64_t rpc_client_reconnects(rpc_client_t *c);
+
 #endif

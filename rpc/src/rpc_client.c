@@ -174,11 +174,40 @@ static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i
     return e;
 }
 
+/* A look at e's state for rpc_client_reconnects. Called with c->mu held. */
+static void channel_observe_locked(rpc_client_t *c, struct rpc_channel_entry *e)
+{
+    if (c->closing)
+        return;
+    if (grpc_channel_check_connectivity_state(e->channel, 0) == GRPC_CHANNEL_READY) {
+        if (e->lost)
+            c->reconnects++;
+        e->lost = false;
+        e->was_ready = true;
+    } else if (e->was_ready) {
+        e->was_ready = false;
+        e->lost = true;
+    }
+}
+
+uint64_t rpc_client_reconnects(rpc_client_t *c)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_channels; i++)
+        channel_observe_locked(c, c->channels[i]);
+    uint64_t n = c->reconnects;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target)
 {
     c->handed_out = NULL;
     for (size_t i = 0; i < c->n_channels; i++) {
         if (strcmp(c->channels[i]->target, target) == 0) {
+            channel_observe_locked(c, c->channels[i]);
             c->handed_out = c->channels[i];
             return c->channels[i]->channel;
         }
@@ -296,6 +325,8 @@ void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
     link->next = link->prev = link;
     struct rpc_channel_entry *e = link->chan;
     link->chan = NULL;
+    if (e && !e->doomed)
+        channel_observe_locked(c, e);
     if (e && --e->n_calls == 0 && e->doomed) {
         for (size_t i = 0; i < c->n_channels; i++) {
             if (c->channels[i] == e) {

@@ -37,6 +37,7 @@ struct rpc_channel_entry {
     size_t n_calls;            /* linked calls running on it */
     int64_t unlisted_since_ms; /* wire_now_ms when first found missing from a retain; 0 = listed */
     bool doomed;               /* dropped by a retain while calls ran: destroyed with the last */
+    bool was_ready, lost;      /* rpc_client_reconnects: seen READY; then seen not READY */
     struct rpc_channel_entry *next_gone; /* rpc_client_retain_targets' list of entries to free */
 };
 
@@ -55,6 +56,7 @@ struct rpc_client {
      * that follows it in the same critical section attaches to its call. */
     struct rpc_channel_entry *handed_out;
     grpc_channel_args channel_args; /* wire's client arguments + the reconnect backoff */
+    uint64_t reconnects;            /* rpc_client_reconnects */
 };
 
 /* The cached channel to target, created on first use. Called with c->mu held. NULL on NOMEM.

@@ -66,6 +66,7 @@ static const struct prop_case cases[] = {
     {"lookup.batch.wait.ms", "5", "60000", "5ms", "-1", "60001", "[0, 60000]"},
     {"reconnect.backoff.max.ms", "1000", "120000", "1s", "99", "120001", "[100, 120000]"},
     {"channel.unlisted.grace.ms", "60000", "0", "1m", "-1", "86400001", "[0, 86400000]"},
+    {"stats.interval.ms", "0", "1000", "1s", "-1", "86400001", "[0, 86400000]"},
     {"log.level", "info", "debug", "verbose", NULL, NULL, NULL},
     {"debug", "", "rpc,retry", "network", NULL, NULL, NULL},
 };
@@ -612,6 +613,35 @@ static void test_set_log_cb(void **state)
     varlog_conf_destroy(conf);
 }
 
+static void stats_cb_a(const char *json, size_t len, void *opaque)
+{
+    (void)json;
+    (void)len;
+    (void)opaque;
+}
+
+static void test_set_stats_cb(void **state)
+{
+    (void)state;
+    varlog_conf_t *conf = varlog_conf_new();
+    int token;
+    assert_null(conf->stats_cb);
+    assert_int_equal(conf->stats_interval_ms, 0);
+    varlog_conf_set_stats_cb(conf, stats_cb_a, &token);
+    set_ok(conf, "stats.interval.ms", "250");
+    varlog_conf_t *copy = varlog_conf_dup(conf);
+    assert_ptr_equal(copy->stats_cb, stats_cb_a);
+    assert_ptr_equal(copy->stats_opaque, &token);
+    assert_int_equal(copy->stats_interval_ms, 250);
+    varlog_conf_set_stats_cb(conf, NULL, NULL);
+    assert_null(conf->stats_cb);
+    assert_null(conf->stats_opaque);
+    assert_ptr_equal(copy->stats_cb, stats_cb_a);
+    varlog_conf_set_stats_cb(NULL, stats_cb_a, NULL);
+    varlog_conf_destroy(copy);
+    varlog_conf_destroy(conf);
+}
+
 static void test_dup_is_deep(void **state)
 {
     (void)state;
@@ -771,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_get_sizes),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_set_log_cb),
+        cmocka_unit_test(test_set_stats_cb),
         cmocka_unit_test(test_dup_is_deep),
         cmocka_unit_test(test_validate_needs_addresses),
         cmocka_unit_test(test_validate_backoff),

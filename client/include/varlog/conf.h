@@ -17,6 +17,7 @@
 #include "varlog/error.h"
 #include "varlog/export.h"
 #include "varlog/log.h"
+#include "varlog/stats.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,6 +57,12 @@ VARLOG_API varlog_err_t varlog_conf_get(const varlog_conf_t *conf, const char *n
  * through untouched; it must stay valid for as long as a client made from conf lives. See
  * varlog_log_cb for the thread it runs on. */
 VARLOG_API void varlog_conf_set_log_cb(varlog_conf_t *conf, varlog_log_cb *cb, void *opaque);
+
+/* Emits the client's statistics to cb every stats.interval.ms (see varlog_stats_cb in
+ * varlog/stats.h for the thread and the document); NULL, or stats.interval.ms 0, emits
+ * nothing. opaque is passed through untouched; it must stay valid for as long as a client
+ * made from conf lives. Does not block. Accepts a NULL conf (does nothing). */
+VARLOG_API void varlog_conf_set_stats_cb(varlog_conf_t *conf, varlog_stats_cb *cb, void *opaque);
 
 /* Iterates the property table: the name of property i (0-based) or NULL past the end.
  * For tools that list or dump the configuration. Static strings; any thread. */

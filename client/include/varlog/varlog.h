@@ -8,6 +8,7 @@
 #include "varlog/log.h"
 #include "varlog/conf.h"
 #include "varlog/client.h"
+#include "varlog/stats.h"
 #include "varlog/appender.h"
 #include "varlog/subscribe.h"
 #include "varlog/admin.h"

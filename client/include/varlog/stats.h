@@ -1,0 +1,128 @@
+#ifndef VARLOG_STATS_H
+#define VARLOG_STATS_H
+
+/*
+ * Client statistics: a snapshot pulled into a struct (varlog_stats_get), and the same
+ * snapshot emitted as one JSON document every stats.interval.ms through the callback set
+ * with varlog_conf_set_stats_cb. docs/STATISTICS.md documents every field of both (type,
+ * unit, meaning); a test checks the JSON against that document.
+ *
+ * Counters count from varlog_client_new and never go back; gauges (pending, in flight, lag,
+ * open handles) are what holds when the snapshot is taken. Counters are kept without a lock
+ * (relaxed atomics): a snapshot is not one instant, but each field is whole and a counter
+ * read later is never smaller.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "varlog/error.h"
+#include "varlog/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct varlog_client varlog_client_t;
+
+/* Most log streams whose counters the client keeps apart (varlog_stats_t.log_streams): the
+ * first ones appended to get a slot for the client's lifetime; records appended to later
+ * ones are summed in log_streams_untracked_*. */
+#define VARLOG_STATS_LOG_STREAMS_MAX 64
+
+/* Appended records of one log stream since the client opened (varlog_append, varlog_append_to
+ * and the pipelined appenders). */
+typedef struct varlog_stats_log_stream {
+    int32_t topic_id;
+    int32_t log_stream_id;
+    uint64_t appended_records;
+    uint64_t appended_bytes; /* payload bytes */
+} varlog_stats_log_stream_t;
+
+/* Append latency of the pipelined appenders' calls that were APPENDED, from
+ * varlog_appender_append to the moment their batch's callbacks start, in microseconds,
+ * nearest-rank percentiles within 0.4 % (a log-linear histogram). All zero before the
+ * first such call. */
+typedef struct varlog_stats_latency {
+    uint64_t count; /* calls measured */
+    uint64_t p50_us, p90_us, p99_us, p999_us, max_us;
+} varlog_stats_latency_t;
+
+typedef struct varlog_stats {
+    int64_t ts_ms;     /* wall clock when taken, ms since the Unix epoch */
+    int64_t uptime_ms; /* since varlog_client_new returned the client */
+
+    /* Pipelined appenders open now, and what they hold (gauges). */
+    uint32_t appenders;
+    uint64_t pending_records; /* from the append call until its callback returned */
+    uint64_t pending_bytes;
+    uint64_t inflight_records; /* sent in an AppendRequest not answered yet */
+    uint64_t inflight_bytes;
+
+    /* Append calls and their records by outcome (varlog_append, varlog_append_to and the
+     * appenders' callbacks), counters. Calls refused before anything was queued (invalid
+     * arguments, QUEUE_FULL, CLOSED at intake) are not counted here. */
+    uint64_t appended_calls, appended_records, appended_bytes;
+    uint64_t not_appended_calls, not_appended_records;
+    uint64_t maybe_appended_calls, maybe_appended_records;
+    uint64_t retries;    /* varlog_append attempts after the first + appender batches resent */
+    uint64_t queue_full; /* varlog_appender_append calls refused with QUEUE_FULL */
+
+    /* Metadata and connections, counters. */
+    uint64_t lookups;             /* metadata lookups requested by retries */
+    uint64_t lookup_batch_calls;  /* GetMetadata calls that served a batch of lookups */
+    uint64_t lookup_single_calls; /* GetMetadata calls that served one lookup */
+    uint64_t metadata_fetches;    /* GetMetadata calls (refreshes and lookups) */
+    uint64_t reconnects;          /* connections found ready again after being lost */
+
+    varlog_stats_latency_t append_latency;
+
+    /* Subscriptions: open now (gauge), entries delivered (counters, closed ones included),
+     * and lag (gauge, summed over the open ones): for each, the highest position (GLSN;
+     * LLSN for varlog_subscribe_to) received in any log stream's next entry, minus the
+     * next position wanted, plus 1; 0 when no received entry is past the wanted one. GLSNs
+     * are shared by every topic, so for a topic subscription it bounds the entries behind
+     * from above. */
+    uint32_t subscriptions;
+    uint64_t subscribe_entries;
+    uint64_t subscribe_bytes;
+    uint64_t subscribe_lag;
+
+    /* Per log stream, in the order they were first appended to. */
+    uint32_t n_log_streams; /* entries of log_streams filled */
+    uint64_t log_streams_untracked_records, log_streams_untracked_bytes;
+    varlog_stats_log_stream_t log_streams[VARLOG_STATS_LOG_STREAMS_MAX];
+} varlog_stats_t;
+
+/*
+ * Fills *out with a snapshot of client's statistics. Any thread, including a stats, log,
+ * append or subscription callback. Does not block beyond brief internal locks (the client's,
+ * then each open appender's in turn); no network call. Valid until varlog_client_destroy
+ * begins. Errors: INVALID_ARG (NULL client or out).
+ */
+VARLOG_API varlog_err_t varlog_stats_get(varlog_client_t *client, varlog_stats_t *out);
+
+/*
+ * The periodic emit: json is one JSON document (the snapshot of varlog_stats_get, schema in
+ * docs/STATISTICS.md), len bytes, NUL-terminated, valid only during the call (copy what must
+ * outlive it). Runs on the client's "varlog-stats" thread, once every stats.interval.ms, never
+ * with a library lock held; it may call any client function except varlog_client_destroy.
+ * A slow callback delays the next emit, nothing else. No call runs after
+ * varlog_client_destroy returned (destroy joins the thread first).
+ */
+typedef void varlog_stats_cb(const char *json, size_t len, void *opaque);
+
+/*
+ * The snapshot as the periodic emit writes it: one JSON document, malloc'ed and
+ * NUL-terminated, into *json (free with varlog_stats_json_free), its length without the NUL
+ * into *len (optional). For tools that print statistics without the periodic thread.
+ * Errors: INVALID_ARG (NULL client or json), NOMEM.
+ */
+VARLOG_API varlog_err_t varlog_stats_json(varlog_client_t *client, char **json, size_t *len);
+
+/* Frees a document of varlog_stats_json. Accepts NULL. */
+VARLOG_API void varlog_stats_json_free(char *json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,89 @@
+#ifndef VARLOG_STATS_INTERNAL_H
+#define VARLOG_STATS_INTERNAL_H
+
+/*
+ * The client's statistics (varlog/stats.h): what the appenders, varlog_append and the
+ * subscriptions add up as they go, and the periodic emit's thread. Every counter is a relaxed
+ * atomic so that recording never takes a lock; a snapshot is therefore not one instant, each
+ * field is whole. Counters are added per settled batch, not per append call, except the
+ * latency histogram (one record per call, on the appender's thread).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "histogram.h"
+#include "varlog/client.h"
+#include "varlog/stats.h"
+
+/* One log stream's counters: key is (topic << 32 | log stream) + 1 once claimed, 0 free. */
+typedef struct stats_ls_slot {
+    atomic_uint_fast64_t key;
+    atomic_uint_fast64_t records, bytes;
+} stats_ls_slot_t;
+
+typedef struct client_stats {
+    int64_t opened_ms; /* wire_now_ms at creation */
+    atomic_uint_fast64_t appended_calls, appended_records, appended_bytes;
+    atomic_uint_fast64_t not_appended_calls, not_appended_records;
+    atomic_uint_fast64_t maybe_appended_calls, maybe_appended_records;
+    atomic_uint_fast64_t retries;    /* appender batches sent again */
+    atomic_uint_fast64_t queue_full; /* appender calls refused with QUEUE_FULL */
+    stats_ls_slot_t ls[VARLOG_STATS_LOG_STREAMS_MAX];
+    atomic_uint_fast64_t ls_untracked_records, ls_untracked_bytes; /* past the table's cap */
+    /* Append latency of the appenders' calls, ns. One for the client: vhist_record is
+     * lock-free, only the appenders' threads record into it, and a closed appender's calls
+     * stay counted. */
+    vhist_t latency;
+    bool latency_ok; /* vhist_init succeeded */
+    /* Subscriptions already closed (client mu): their counts are folded in at unlink. */
+    uint64_t closed_sub_entries, closed_sub_bytes;
+
+    /* The periodic emit. */
+    varlog_stats_cb *cb;
+    void *opaque;
+    int64_t interval_ms;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    bool stop;
+    bool started;
+    pthread_t thread;
+} client_stats_t;
+
+/* CLOCK_MONOTONIC in ns: the appender's per-call timestamp. */
+static inline int64_t stats_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Sets up s (no thread yet). false when out of memory. */
+bool stats_init(client_stats_t *s, const varlog_conf_t *conf);
+/* Frees what stats_init took; the thread must be stopped. */
+void stats_fini(client_stats_t *s);
+
+/* Starts "varlog-stats" when stats.interval.ms > 0 and a callback is set. INTERNAL when the
+ * thread cannot be started. */
+varlog_err_t stats_start(varlog_client_t *c);
+/* Stops and joins the thread, if any; no callback runs after it returns. Idempotent. */
+void stats_stop(varlog_client_t *c);
+
+/* Adds records/bytes appended to (topic, ls) to its slot (or to the untracked counters once
+ * the table is full). Lock-free; any thread. */
+void stats_add_log_stream(client_stats_t *s, int32_t topic, int32_t ls, uint64_t records,
+                          uint64_t bytes);
+
+/* One append call's end (varlog_append, or a run of appender callbacks added together). */
+void stats_add_outcome(client_stats_t *s, varlog_outcome_t outcome, uint64_t calls,
+                       uint64_t records, uint64_t bytes);
+
+/* stats_json.c: the snapshot as one JSON document (malloc'ed, NUL-terminated, *len without
+ * the NUL); NULL when out of memory. */
+char *stats_to_json(const varlog_stats_t *st, size_t *len);
+/* Frees a document of stats_to_json (cJSON's allocator). Accepts NULL. */
+void stats_json_free(char *json);
+
+#endif
