@@ -102,6 +102,27 @@ bool cli_parse_i64(const cli_ctx_t *ctx, const char *name, const char *text, int
 bool cli_parse_u64(const cli_ctx_t *ctx, const char *name, const char *text, uint64_t min,
                    uint64_t max, uint64_t *out);
 
+/* How cli_consume reads a subscription. */
+typedef struct cli_consume_opts {
+    bool count_only;          /* print nothing per entry */
+    uint64_t limit;           /* stop after this many entries; 0 = no limit */
+    uint64_t idle_timeout_ms; /* stop once nothing came for this long; 0 = never */
+} cli_consume_opts_t;
+
+/*
+ * Reads an iterator-form subscription until its end, opts' limit or idle timeout, or
+ * cli_stop_requested, printing `GLSN LLSN LS DATA` per entry on stdout (DATA with bytes
+ * outside printable ASCII, and '\', escaped as \xNN and \\) unless count_only. *entries
+ * receives the number read. Returns CLI_EXIT_OK, or CLI_EXIT_FAIL after one line naming the
+ * subscription's error. The caller closes sub.
+ */
+int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_opts_t *opts,
+                uint64_t *entries);
+
+/* The highest GLSN the topic's log streams hold now (varlog_peek of each; 0 when empty).
+ * Returns CLI_EXIT_OK or CLI_EXIT_FAIL after one line. */
+int cli_topic_tail(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, uint64_t *last_glsn);
+
 /* The commands. */
 int cmd_append(cli_ctx_t *ctx, int argc, char **argv);
 int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv);

@@ -1,10 +1,214 @@
-/* varlog-cli subscribe: not written yet (issue 13). */
+/* varlog-cli subscribe: a topic in GLSN order; and the reading loop subscribe-to shares. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli.h"
+
+static void usage(FILE *out, const cli_ctx_t *ctx)
+{
+    fprintf(out,
+            "usage: %s [OPTIONS] subscribe [--topic T] [--begin GLSN] [--end GLSN|now]\n"
+            "                  [--count] [--limit N] [--idle-timeout MS]\n"
+            "  Reads topic T's entries with GLSN in [begin, end), in GLSN order, and prints\n"
+            "  'GLSN LLSN LS DATA' per entry (bytes outside printable ASCII as \\xNN).\n"
+            "  --topic T          topic id (default 1)\n"
+            "  --begin GLSN       first GLSN (default 1)\n"
+            "  --end GLSN|now     end, exclusive: a GLSN, or 'now' for the topic's current tail;\n"
+            "                     default: tail for ever (Ctrl-C stops), with --count 'now'\n"
+            "  --count            print only the number of entries read\n"
+            "  --limit N          stop after N entries\n"
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n",
+            ctx->prog);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void print_entry(const varlog_entry_t *e)
+{
+    printf("%" PRIu64 " %" PRIu64 " %" PRId32 " ", e->meta.glsn, e->meta.llsn,
+           e->meta.log_stream_id);
+    const unsigned char *p = e->data;
+    for (size_t i = 0; i < e->len; i++) {
+        if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\')
+            putchar(p[i]);
+        else if (p[i] == '\\')
+            fputs("\\\\", stdout);
+        else
+            printf("\\x%02x", p[i]);
+    }
+    putchar('\n');
+}
+
+int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_opts_t *opts,
+                uint64_t *entries)
+{
+    uint64_t n = 0;
+    uint64_t last_entry_ms = now_ms();
+    int rc = CLI_EXIT_OK;
+    for (;;) {
+        if (cli_stop_requested)
+            break;
+        if (opts->limit > 0 && n >= opts->limit)
+            break;
+        varlog_entry_t e;
+        /* Short waits: a signal, the idle timeout and a tail are noticed promptly. */
+        varlog_err_t err = varlog_subscription_next(sub, 200, &e);
+        if (err == VARLOG_OK) {
+            n++;
+            last_entry_ms = now_ms();
+            if (!opts->count_only)
+                print_entry(&e);
+            continue;
+        }
+        if (err == VARLOG_ERR_END)
+            break;
+        if (err == VARLOG_ERR_TIMED_OUT) {
+            if (opts->idle_timeout_ms > 0 && now_ms() - last_entry_ms >= opts->idle_timeout_ms)
+                break;
+            if (!opts->count_only)
+                fflush(stdout); /* a tail shows what came before it waits */
+            continue;
+        }
+        rc = cli_fail(ctx, err, "after %" PRIu64 " entries", n);
+        break;
+    }
+    fflush(stdout);
+    *entries = n;
+    return rc;
+}
+
+int cli_topic_tail(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, uint64_t *last_glsn)
+{
+    int32_t ids[256];
+    size_t n = 0;
+    varlog_err_t err = varlog_client_log_streams(client, topic, ids, 256, &n);
+    if (err != VARLOG_OK)
+        return cli_fail(ctx, err, "listing the log streams of topic %" PRId32, topic);
+    int32_t *all = ids;
+    if (n > 256) {
+        all = calloc(n, sizeof *all);
+        if (!all)
+            return cli_fail(ctx, VARLOG_ERR_NOMEM, "listing log streams");
+        size_t again = 0;
+        err = varlog_client_log_streams(client, topic, all, n, &again);
+        if (err != VARLOG_OK) {
+            free(all);
+            return cli_fail(ctx, err, "listing the log streams of topic %" PRId32, topic);
+        }
+        n = again < n ? again : n;
+    }
+    uint64_t tail = 0;
+    int rc = CLI_EXIT_OK;
+    for (size_t i = 0; i < n; i++) {
+        varlog_entry_meta_t first, last;
+        err = varlog_peek(client, topic, all[i], -1, &first, &last, NULL);
+        if (err != VARLOG_OK) {
+            rc = cli_fail(ctx, err, "peeking log stream %" PRId32 " of topic %" PRId32, all[i],
+                          topic);
+            break;
+        }
+        if (last.glsn > tail)
+            tail = last.glsn;
+    }
+    if (all != ids)
+        free(all);
+    *last_glsn = tail;
+    return rc;
+}
 
 int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "%s %s: not yet\n", ctx->prog, ctx->cmd);
-    return CLI_EXIT_FAIL;
+    enum { OPT_TOPIC = 256, OPT_BEGIN, OPT_END, OPT_COUNT, OPT_LIMIT, OPT_IDLE };
+    static const struct option longopts[] = {
+        {"topic", required_argument, NULL, OPT_TOPIC},
+        {"begin", required_argument, NULL, OPT_BEGIN},
+        {"end", required_argument, NULL, OPT_END},
+        {"count", no_argument, NULL, OPT_COUNT},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"idle-timeout", required_argument, NULL, OPT_IDLE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int64_t topic = 1;
+    uint64_t begin = 1, end = VARLOG_GLSN_MAX, limit = 0, idle = 0;
+    bool end_given = false, end_now = false;
+    cli_consume_opts_t copts = {0};
+    cli_getopt_reset();
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case OPT_TOPIC:
+            ok = cli_parse_i64(ctx, "--topic", optarg, 1, INT32_MAX, false, &topic);
+            break;
+        case OPT_BEGIN:
+            ok = cli_parse_u64(ctx, "--begin", optarg, 1, VARLOG_GLSN_MAX - 1, &begin);
+            break;
+        case OPT_END:
+            end_given = true;
+            if (strcmp(optarg, "now") == 0)
+                end_now = true;
+            else
+                ok = cli_parse_u64(ctx, "--end", optarg, 2, VARLOG_GLSN_MAX, &end);
+            break;
+        case OPT_COUNT:
+            copts.count_only = true;
+            break;
+        case OPT_LIMIT:
+            ok = cli_parse_u64(ctx, "--limit", optarg, 1, UINT64_MAX, &limit);
+            break;
+        case OPT_IDLE:
+            ok = cli_parse_u64(ctx, "--idle-timeout", optarg, 1, UINT64_MAX / 2, &idle);
+            break;
+        case 'h':
+            usage(stdout, ctx);
+            return CLI_EXIT_OK;
+        default:
+            return cli_bad_option(ctx, c, argv);
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+    if (optind < argc)
+        return cli_usage_error(ctx, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!end_given && copts.count_only)
+        end_now = true;
+    if (!end_now && begin >= end)
+        return cli_usage_error(ctx, "--begin %" PRIu64 " is not below --end %" PRIu64, begin, end);
+    copts.limit = limit;
+    copts.idle_timeout_ms = idle;
+
+    varlog_client_t *client = NULL;
+    varlog_server_t *srv = NULL;
+    int rc = cli_open_client(ctx, &client, &srv);
+    if (rc != CLI_EXIT_OK)
+        return rc;
+    cli_catch_signals();
+    uint64_t n = 0;
+    if (end_now) {
+        uint64_t last = 0;
+        rc = cli_topic_tail(ctx, client, (int32_t)topic, &last);
+        end = last + 1;
+    }
+    if (rc == CLI_EXIT_OK && begin < end) {
+        varlog_subscription_t *sub = NULL;
+        varlog_err_t err = varlog_subscribe_iter(client, (int32_t)topic, begin, end, &sub);
+        if (err != VARLOG_OK)
+            rc = cli_fail(ctx, err, "subscribing to topic %" PRId64, topic);
+        else
+            rc = cli_consume(ctx, sub, &copts, &n);
+        varlog_subscription_close(&sub);
+    }
+    if (rc == CLI_EXIT_OK && copts.count_only)
+        printf("%" PRIu64 "\n", n);
+    cli_close_client(client, srv);
+    return rc;
 }

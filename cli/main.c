@@ -36,6 +36,7 @@ static void usage(FILE *out, const char *prog)
             "  --topics T                  embedded server: topics 1..T (default 1)\n"
             "  --log-streams N             embedded server: N log streams per topic (default 2)\n"
             "  -q, --quiet                 no notice about the embedded server\n"
+            "  (the library's own log lines are off; -X log.level=info turns them on)\n"
             "  -h, --help                  this text\n"
             "\n"
             "Commands:\n",
@@ -131,6 +132,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: out of memory\n", ctx.prog);
         return CLI_EXIT_FAIL;
     }
+    /* A tool's stderr carries its own one-line errors, which already hold the library's
+     * text (varlog_last_error); its log lines (client open, reconnects, the same failure
+     * again) would double or bury them. -X log.level=info brings them back. */
+    varlog_conf_set(ctx.conf, "log.level", "crit", NULL, 0);
     int rc = parse_common(&ctx, argc, argv);
     if (rc != CLI_EXIT_OK) {
         varlog_conf_destroy(ctx.conf);

@@ -1,0 +1,472 @@
+/* varlog-cli, the built program, run as a user would against an embedded server this test
+ * starts (--mr 127.0.0.1:PORT): what each command prints and its exit status. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+
+#include <cmocka.h>
+
+#include "test_support.h"
+#include "varlog/server.h"
+
+extern char **environ;
+
+/* What one run of the program gave. */
+typedef struct run {
+    int status; /* exit status; -1 when killed or not started */
+    char *out;  /* stdout, NUL-terminated */
+    char *err;  /* stderr */
+} run_t;
+
+static void run_free(run_t *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+static void append_bytes(char **buf, size_t *len, const char *data, size_t n)
+{
+    char *nb = realloc(*buf, *len + n + 1);
+    assert_non_null(nb);
+    memcpy(nb + *len, data, n);
+    *len += n;
+    nb[*len] = '\0';
+    *buf = nb;
+}
+
+/* Runs VARLOG_CLI_PROGRAM with argv (NULL-terminated, without argv[0]), feeding input (may
+ * be NULL: stdin is empty) and collecting stdout and stderr. Bounded: a run that takes more
+ * than 60 s is killed and fails the test. */
+static run_t run_cli_v(const char *input, const char *const *args)
+{
+    const char *argv[32];
+    size_t argc = 0;
+    argv[argc++] = "varlog-cli";
+    for (size_t i = 0; args[i]; i++) {
+        assert_true(argc < 31);
+        argv[argc++] = args[i];
+    }
+    argv[argc] = NULL;
+
+    int in[2], out[2], err[2];
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(err, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+    pid_t pid;
+    int rc = posix_spawn(&pid, VARLOG_CLI_PROGRAM, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    assert_int_equal(rc, 0);
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+
+    run_t r = {.status = -1};
+    size_t out_len = 0, err_len = 0, in_off = 0, in_len = input ? strlen(input) : 0;
+    append_bytes(&r.out, &out_len, "", 0);
+    append_bytes(&r.err, &err_len, "", 0);
+    int in_fd = in[1];
+    if (in_len == 0) {
+        close(in_fd);
+        in_fd = -1;
+    } else {
+        fcntl(in_fd, F_SETFL, O_NONBLOCK);
+    }
+    int64_t deadline = test_now_ms() + 60000;
+    bool out_open = true, err_open = true;
+    while (out_open || err_open) {
+        struct pollfd p[3] = {{.fd = out_open ? out[0] : -1, .events = POLLIN},
+                              {.fd = err_open ? err[0] : -1, .events = POLLIN},
+                              {.fd = in_fd, .events = POLLOUT}};
+        int64_t left = deadline - test_now_ms();
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            fail_msg("varlog-cli %s did not end within 60 s", args[0] ? args[0] : "");
+        }
+        int n = poll(p, 3, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        assert_true(n >= 0);
+        char buf[4096];
+        for (int i = 0; i < 2; i++) {
+            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t k = read(p[i].fd, buf, sizeof buf);
+            if (k > 0) {
+                if (i == 0)
+                    append_bytes(&r.out, &out_len, buf, (size_t)k);
+                else
+                    append_bytes(&r.err, &err_len, buf, (size_t)k);
+            } else if (k == 0 || errno != EINTR) {
+                if (i == 0)
+                    out_open = false;
+                else
+                    err_open = false;
+            }
+        }
+        if (in_fd >= 0 && (p[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+            ssize_t k = write(in_fd, input + in_off, in_len - in_off);
+            if (k > 0)
+                in_off += (size_t)k;
+            if (k < 0 && errno != EAGAIN && errno != EINTR)
+                in_off = in_len; /* the program stopped reading */
+            if (in_off == in_len) {
+                close(in_fd);
+                in_fd = -1;
+            }
+        }
+    }
+    if (in_fd >= 0)
+        close(in_fd);
+    close(out[0]);
+    close(err[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status))
+        r.status = WEXITSTATUS(status);
+    return r;
+}
+
+#define RUN_CLI(input, ...) run_cli_v((input), (const char *const[]){__VA_ARGS__, NULL})
+
+/* Lines in s (a last line without '\n' counts). */
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (const char *p = s; *p; p++)
+        if (*p == '\n')
+            n++;
+    if (*s && s[strlen(s) - 1] != '\n')
+        n++;
+    return n;
+}
+
+typedef struct fixture {
+    varlog_server_t *srv;
+    const char *addr;
+} fixture_t;
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    varlog_server_opts_t opts = {.topics = 2, .log_streams_per_topic = 2};
+    if (varlog_server_start(&opts, &f->srv) != VARLOG_OK)
+        return -1;
+    f->addr = varlog_server_address(f->srv);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    varlog_server_destroy(f->srv);
+    free(f);
+    return 0;
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    run_t r = RUN_CLI(NULL, "--help");
+    assert_int_equal(r.status, 0);
+    const char *cmds[] = {"append", "subscribe", "subscribe-to", "peek",
+                          "trim",   "topics",    "bench",        "demo"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        assert_non_null(strstr(r.out, cmds[i]));
+        run_t c = RUN_CLI(NULL, cmds[i], "--help");
+        if (strcmp(cmds[i], "bench") != 0 && strcmp(cmds[i], "demo") != 0) {
+            /* bench and demo are other files' (issue 13); their help is theirs to test. */
+            assert_int_equal(c.status, 0);
+            assert_non_null(strstr(c.out, "usage:"));
+        }
+        run_free(&c);
+    }
+    run_free(&r);
+}
+
+/* Each refusal: exit status 2, one line on stderr, nothing on stdout, no server needed. */
+static void expect_usage_error(const char *const *args, const char *needle)
+{
+    run_t r = run_cli_v(NULL, args);
+    if (r.status != 2 || count_lines(r.err) != 1 || r.out[0] != '\0' ||
+        (needle && !strstr(r.err, needle)))
+        fail_msg("args '%s ...': status %d, stderr '%s', stdout '%s'", args[0], r.status, r.err,
+                 r.out);
+    run_free(&r);
+}
+
+static void test_bad_arguments(void **state)
+{
+    fixture_t *f = *state;
+    expect_usage_error((const char *const[]){NULL}, "no command");
+    expect_usage_error((const char *const[]){"frobnicate", NULL}, "frobnicate");
+    expect_usage_error((const char *const[]){"--bogus", "topics", NULL}, "--bogus");
+    expect_usage_error((const char *const[]){"--mr", NULL}, "--mr");
+    expect_usage_error((const char *const[]){"-X", "no.such.property=1", "topics", NULL},
+                       "no.such.property");
+    expect_usage_error((const char *const[]){"-X", "append.retries=1000", "topics", NULL},
+                       "append.retries");
+    expect_usage_error((const char *const[]){"-X", "novalue", "topics", NULL}, "novalue");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "append", "--bogus", NULL},
+                       "--bogus");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "append", "--topic", "0", NULL},
+                       "--topic");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "append", "--topic", NULL},
+                       "--topic");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "subscribe", "--begin", "x1", NULL},
+                       "x1");
+    expect_usage_error(
+        (const char *const[]){"--mr", f->addr, "subscribe", "--begin", "5", "--end", "5", NULL},
+        "--begin");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "subscribe-to", NULL},
+                       "--log-stream");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "trim", NULL}, "--until");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "peek", "extra", NULL}, "extra");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "topics", "-z", NULL}, "-z");
+}
+
+static void test_unreachable_cluster(void **state)
+{
+    (void)state;
+    /* An address that certainly refuses: a server's port after the server went away. */
+    varlog_server_t *gone = NULL;
+    varlog_server_opts_t opts = {.topics = 1, .log_streams_per_topic = 1};
+    assert_int_equal(varlog_server_start(&opts, &gone), VARLOG_OK);
+    char addr[64];
+    snprintf(addr, sizeof addr, "%s", varlog_server_address(gone));
+    varlog_server_destroy(gone);
+
+    const char *cmds[] = {"topics", "append", "subscribe", "peek"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        run_t r = RUN_CLI("x\n", "--mr", addr, "-X", "open.timeout.ms=2000", cmds[i]);
+        if (r.status != 1 || !strstr(r.err, addr) || !strstr(r.err, "ERR_") ||
+            count_lines(r.err) != 1)
+            fail_msg("%s: status %d, stderr '%s'", cmds[i], r.status, r.err);
+        run_free(&r);
+    }
+}
+
+/* Parses subscribe's lines ("GLSN LLSN LS DATA") into arrays; returns the count. */
+static size_t parse_entries(const char *out, uint64_t *glsn, uint64_t *llsn, int *ls, char **data,
+                            size_t cap)
+{
+    size_t n = 0;
+    const char *p = out;
+    while (*p && n < cap) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl);
+        int off = 0;
+        unsigned long long g, l;
+        assert_int_equal(sscanf(p, "%llu %llu %d %n", &g, &l, &ls[n], &off), 3);
+        glsn[n] = g;
+        llsn[n] = l;
+        data[n] = strndup(p + off, (size_t)(nl - p - off));
+        n++;
+        p = nl + 1;
+    }
+    assert_true(*p == '\0');
+    return n;
+}
+
+static void test_append_and_subscribe(void **state)
+{
+    fixture_t *f = *state;
+    /* Stdin lines, one record each; empty lines skipped; through the pipelined appender
+     * over both log streams of topic 2. */
+    const char *input = "alpha\nbravo\n\ncharlie\ndelta\\x\necho\n";
+    run_t r = RUN_CLI(input, "--mr", f->addr, "append", "--topic", "2");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "appended 5 records, GLSN 1..5"));
+    run_free(&r);
+    /* Generated, through varlog_append, in batches of 4. */
+    r = RUN_CLI(NULL, "--mr", f->addr, "append", "--topic", "2", "--count", "20", "--size", "10",
+                "--sync", "--batch", "4");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "appended 20 records, GLSN 6..25"));
+    run_free(&r);
+
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe", "--topic", "2", "--count");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "25\n");
+    run_free(&r);
+    /* Topic 1 is empty: nothing to count. */
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe", "--topic", "1", "--count");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "0\n");
+    run_free(&r);
+
+    /* Every entry once, in GLSN order, with its data; the stdin records first. */
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe", "--topic", "2", "--end", "26");
+    assert_int_equal(r.status, 0);
+    uint64_t glsn[32], llsn[32];
+    int ls[32];
+    char *data[32];
+    size_t n = parse_entries(r.out, glsn, llsn, ls, data, 32);
+    assert_int_equal(n, 25);
+    const char *want[] = {"alpha", "bravo", "charlie", "delta\\\\x", "echo"};
+    uint64_t llsn_next[8] = {0};
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(glsn[i], i + 1);
+        /* topic 2's log streams are 3 and 4; each one's LLSNs are dense from 1 */
+        assert_true(ls[i] == 3 || ls[i] == 4);
+        assert_int_equal(llsn[i], ++llsn_next[ls[i]]);
+        if (i < 5)
+            assert_string_equal(data[i], want[i]);
+        else
+            assert_int_equal(strlen(data[i]), 10);
+        free(data[i]);
+    }
+    run_free(&r);
+
+    /* --begin, --limit; then subscribe-to one log stream by LLSN. */
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe", "--topic", "2", "--begin", "3", "--limit", "2");
+    assert_int_equal(r.status, 0);
+    n = parse_entries(r.out, glsn, llsn, ls, data, 32);
+    assert_int_equal(n, 2);
+    assert_int_equal(glsn[0], 3);
+    assert_string_equal(data[0], "charlie");
+    assert_int_equal(glsn[1], 4);
+    free(data[0]);
+    free(data[1]);
+    run_free(&r);
+
+    char count3[32];
+    snprintf(count3, sizeof count3, "%" PRIu64 "\n", llsn_next[3]);
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe-to", "--topic", "2", "--log-stream", "3",
+                "--count");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, count3);
+    run_free(&r);
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe-to", "--topic", "2", "--log-stream", "3", "--end",
+                "3");
+    assert_int_equal(r.status, 0);
+    n = parse_entries(r.out, glsn, llsn, ls, data, 32);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(llsn[i], i + 1);
+        assert_int_equal(ls[i], 3);
+        free(data[i]);
+    }
+    run_free(&r);
+}
+
+static void test_peek_trim(void **state)
+{
+    fixture_t *f = *state;
+    run_t r = RUN_CLI(NULL, "--mr", f->addr, "append", "--topic", "1", "--log-stream", "1",
+                      "--count", "10", "--positions");
+    assert_int_equal(r.status, 0);
+    assert_int_equal(count_lines(r.out), 11); /* one per record and the summary */
+    assert_non_null(strstr(r.out, "1 1 1\n"));
+    assert_non_null(strstr(r.out, "10 10 1\n"));
+    run_free(&r);
+
+    r = RUN_CLI(NULL, "--mr", f->addr, "peek", "--topic", "1");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "topic=1 log_stream=1 first_glsn=1 first_llsn=1 last_glsn=10 "
+                               "last_llsn=10 complete=true\n"
+                               "topic=1 log_stream=2 first_glsn=0 first_llsn=0 last_glsn=0 "
+                               "last_llsn=0 complete=true\n");
+    run_free(&r);
+
+    r = RUN_CLI(NULL, "--mr", f->addr, "trim", "--topic", "1", "--until", "4");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "trimmed topic 1 up to GLSN 4\n");
+    run_free(&r);
+
+    r = RUN_CLI(NULL, "--mr", f->addr, "peek", "--topic", "1", "--log-stream", "1");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "topic=1 log_stream=1 first_glsn=5 first_llsn=5 last_glsn=10 "
+                               "last_llsn=10 complete=true\n");
+    run_free(&r);
+
+    /* Reading the trimmed range fails, naming the error; past it, the rest is there. */
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe", "--topic", "1", "--count");
+    assert_int_equal(r.status, 1);
+    assert_non_null(strstr(r.err, "ERR_TRIMMED"));
+    assert_int_equal(count_lines(r.err), 1);
+    run_free(&r);
+    r = RUN_CLI(NULL, "--mr", f->addr, "subscribe", "--topic", "1", "--begin", "5", "--count");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "6\n");
+    run_free(&r);
+}
+
+static void test_topics(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(varlog_server_seal(f->srv, 2, 4), VARLOG_OK);
+    run_t r = RUN_CLI(NULL, "--mr", f->addr, "topics");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "topic 1\n"
+                               "  log stream 1  appendable\n"
+                               "  log stream 2  appendable\n"
+                               "topic 2\n"
+                               "  log stream 3  appendable\n"
+                               "  log stream 4  not-appendable\n");
+    run_free(&r);
+    r = RUN_CLI(NULL, "--mr", f->addr, "topics", "--admin");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "topic 1  RUNNING\n"
+                               "  log stream 1  RUNNING  replicas 1\n"
+                               "  log stream 2  RUNNING  replicas 1\n"
+                               "topic 2  RUNNING\n"
+                               "  log stream 3  RUNNING  replicas 1\n"
+                               "  log stream 4  SEALED  replicas 1\n");
+    run_free(&r);
+    assert_int_equal(varlog_server_unseal(f->srv, 2, 4), VARLOG_OK);
+}
+
+/* Without --mr: an embedded server in the program itself, announced on stderr. */
+static void test_embedded(void **state)
+{
+    (void)state;
+    run_t r = RUN_CLI(NULL, "--topics", "3", "--log-streams", "1", "topics");
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "embedded server"));
+    assert_string_equal(r.out, "topic 1\n  log stream 1  appendable\n"
+                               "topic 2\n  log stream 2  appendable\n"
+                               "topic 3\n  log stream 3  appendable\n");
+    run_free(&r);
+    r = RUN_CLI(NULL, "-q", "append", "--count", "1000", "--batch", "10");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    assert_string_equal(r.out, "appended 1000 records, GLSN 1..1000\n");
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test(test_unreachable_cluster),
+        cmocka_unit_test_setup_teardown(test_append_and_subscribe, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peek_trim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_topics, setup, teardown),
+        cmocka_unit_test(test_embedded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
