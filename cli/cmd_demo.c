@@ -177,7 +177,7 @@ static void print_usage(const cli_ctx_t *ctx)
            "(from the append call to its callback). Without --mr it runs against an embedded\n"
            "server started in-process.\n"
            "\n"
-           "  --records N     records to append (default 1000000; suffixes k, m)\n"
+           "  --records N     records to append (default 1000000; suffixes k, m: x1024)\n"
            "  --size B        bytes per record, %d..65536 (default 100)\n"
            "  --producers P   producer threads, 1..%d (default 4)\n"
            "  --topic T       topic to use (default 1)\n"
@@ -341,13 +341,14 @@ static int parse_args(cli_ctx_t *ctx, int argc, char **argv, demo_run_t *run)
         return cli_usage_error(ctx, "--producers %d is more than --records %" PRIu64,
                                run->producers, run->records);
     /* The embedded server keeps at most 1 GiB (payload, chunk slack and 40 bytes of metadata
-     * per entry) and trims the oldest entries beyond it, which the read-back would see as
-     * TRIMMED: refuse what cannot fit rather than fail after the appends. */
-    if (!ctx->mr && run->records * (run->size + 64) > (uint64_t)7 << 27)
+     * per entry, in arrays that grow by doubling) and trims the oldest entries beyond it,
+     * which the read-back would see as TRIMMED: refuse what may not fit, with a margin,
+     * rather than fail after the appends. */
+    if (!ctx->mr && run->records * (run->size + 128) > (uint64_t)7 << 27)
         return cli_usage_error(ctx,
                                "%" PRIu64 " records of %zu B do not fit in the embedded "
                                "server's 1 GiB (about %" PRIu64 " do)",
-                               run->records, run->size, ((uint64_t)7 << 27) / (run->size + 64));
+                               run->records, run->size, ((uint64_t)7 << 27) / (run->size + 128));
     return CLI_EXIT_OK;
 }
 
