@@ -1,0 +1,312 @@
+/* varlog-cli bench, the built program, against the embedded server it starts itself (no
+ * --mr): the --json summary parsed with cJSON (every record appended, no error, the
+ * latency percentiles ordered and counted, the appender settings given on the command line
+ * in effect, the subscribe phase reading back every record), the text summary, no progress
+ * line when stderr is not a terminal, --help, and bad arguments (exit status 2, one line). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "test_support.h"
+
+extern char **environ;
+
+typedef struct run {
+    int status; /* exit status; -1 when killed */
+    char *out, *err;
+} run_t;
+
+static void run_free(run_t *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static void append_bytes(char **buf, size_t *len, const char *data, size_t n)
+{
+    char *nb = realloc(*buf, *len + n + 1);
+    assert_non_null(nb);
+    memcpy(nb + *len, data, n);
+    *len += n;
+    nb[*len] = '\0';
+    *buf = nb;
+}
+
+/* Runs the program with args (NULL-terminated, without argv[0]), stdin empty, collecting
+ * stdout and stderr; killed, failing the test, after 120 s. */
+static run_t run_cli_v(const char *const *args)
+{
+    const char *argv[32];
+    size_t argc = 0;
+    argv[argc++] = "varlog-cli";
+    for (size_t i = 0; args[i]; i++) {
+        assert_true(argc < 31);
+        argv[argc++] = args[i];
+    }
+    argv[argc] = NULL;
+    int out[2], err[2];
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(err, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
+    pid_t pid;
+    int rc = posix_spawn(&pid, VARLOG_CLI_PROGRAM, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    assert_int_equal(rc, 0);
+    close(out[1]);
+    close(err[1]);
+    run_t r = {.status = -1};
+    size_t lens[2] = {0, 0};
+    char **bufs[2] = {&r.out, &r.err};
+    append_bytes(&r.out, &lens[0], "", 0);
+    append_bytes(&r.err, &lens[1], "", 0);
+    int64_t deadline = test_now_ms() + 120000;
+    bool open_[2] = {true, true};
+    int fds[2] = {out[0], err[0]};
+    while (open_[0] || open_[1]) {
+        struct pollfd p[2] = {{.fd = open_[0] ? fds[0] : -1, .events = POLLIN},
+                              {.fd = open_[1] ? fds[1] : -1, .events = POLLIN}};
+        int64_t left = deadline - test_now_ms();
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            fail_msg("varlog-cli %s did not end within 120 s", args[0]);
+        }
+        int n = poll(p, 2, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        assert_true(n >= 0);
+        char buf[4096];
+        for (int i = 0; i < 2; i++) {
+            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            ssize_t k = read(fds[i], buf, sizeof buf);
+            if (k > 0)
+                append_bytes(bufs[i], &lens[i], buf, (size_t)k);
+            else if (k == 0 || errno != EINTR)
+                open_[i] = false;
+        }
+    }
+    close(out[0]);
+    close(err[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status))
+        r.status = WEXITSTATUS(status);
+    return r;
+}
+
+#define RUN_CLI(...) run_cli_v((const char *const[]){__VA_ARGS__, NULL})
+
+static double num(const cJSON *obj, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+    if (!cJSON_IsNumber(v))
+        fail_msg("JSON field '%s' missing or not a number", name);
+    return v->valuedouble;
+}
+
+static const cJSON *obj(const cJSON *o, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    if (!cJSON_IsObject(v))
+        fail_msg("JSON field '%s' missing or not an object", name);
+    return v;
+}
+
+static cJSON *parse_summary(const run_t *r)
+{
+    if (r->status != 0)
+        fail_msg("exit status %d, stderr: %s", r->status, r->err);
+    cJSON *root = cJSON_Parse(r->out);
+    if (!root)
+        fail_msg("stdout is not JSON: %s", r->out);
+    /* one object, one line */
+    assert_non_null(strchr(r->out, '\n'));
+    assert_int_equal(strchr(r->out, '\n')[1], '\0');
+    return root;
+}
+
+static void check_append(const cJSON *root, double count, double size)
+{
+    assert_true(num(root, "record_size") == size);
+    const cJSON *a = obj(root, "append");
+    assert_true(num(a, "sent") == count);
+    assert_true(num(a, "appended") == count);
+    assert_true(num(a, "failed") == 0);
+    assert_true(num(a, "bytes") == count * size);
+    assert_true(num(a, "elapsed_s") > 0);
+    assert_true(num(a, "records_per_s") > 0);
+    assert_true(num(a, "mb_per_s") > 0);
+    assert_true(num(a, "queue_full") >= 0);
+    assert_true(num(a, "cpu_us_per_record") > 0);
+    const cJSON *e = obj(a, "errors");
+    assert_true(num(e, "NOT_APPENDED") == 0);
+    assert_true(num(e, "MAYBE_APPENDED") == 0);
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(e, "by_error");
+    assert_true(cJSON_IsArray(kinds));
+    assert_int_equal(cJSON_GetArraySize(kinds), 0);
+    const cJSON *l = obj(a, "latency_us");
+    /* every call's callback timed once, percentiles in order */
+    assert_true(num(l, "count") == count);
+    assert_true(num(l, "min") > 0);
+    assert_true(num(l, "min") <= num(l, "p50"));
+    assert_true(num(l, "p50") <= num(l, "p90"));
+    assert_true(num(l, "p90") <= num(l, "p99"));
+    assert_true(num(l, "p99") <= num(l, "p99_9"));
+    assert_true(num(l, "p99_9") <= num(l, "max"));
+    assert_true(num(l, "mean") >= num(l, "min") && num(l, "mean") <= num(l, "max"));
+    assert_true(num(l, "relative_error") > 0 && num(l, "relative_error") < 0.02);
+}
+
+static void test_bench_json(void **state)
+{
+    (void)state;
+    run_t r = RUN_CLI("bench", "--count", "20000", "--json");
+    cJSON *root = parse_summary(&r);
+    const cJSON *mode = cJSON_GetObjectItemCaseSensitive(root, "mode");
+    assert_true(cJSON_IsString(mode));
+    assert_string_equal(mode->valuestring, "append");
+    const cJSON *cluster = cJSON_GetObjectItemCaseSensitive(root, "cluster");
+    assert_true(cJSON_IsString(cluster));
+    assert_string_equal(cluster->valuestring, "embedded");
+    assert_true(num(root, "producers") == 1);
+    check_append(root, 20000, 100);
+    assert_null(cJSON_GetObjectItemCaseSensitive(root, "subscribe"));
+    /* stderr is a pipe: no progress line, only the embedded server's notice */
+    assert_null(strchr(r.err, '\r'));
+    assert_non_null(strstr(r.err, "embedded"));
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
+/* --batch, --linger and --depth reach the appender's configuration; both phases; several
+ * producers sharing one count. */
+static void test_bench_both(void **state)
+{
+    (void)state;
+    run_t r = RUN_CLI("-q", "bench", "--mode", "both", "--count", "5000", "--size", "64", "--batch",
+                      "100", "--linger", "1", "--depth", "4", "--producers", "3", "--json");
+    cJSON *root = parse_summary(&r);
+    assert_true(num(root, "batch_max_records") == 100);
+    assert_true(num(root, "linger_ms") == 1);
+    assert_true(num(root, "pipeline_depth") == 4);
+    assert_true(num(root, "producers") == 3);
+    check_append(root, 5000, 64);
+    const cJSON *s = obj(root, "subscribe");
+    assert_true(num(s, "entries") == 5000);
+    assert_true(num(s, "bytes") == 5000 * 64);
+    assert_true(num(s, "entries_per_s") > 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(s, "error")));
+    assert_string_equal(r.err, ""); /* -q: not even the notice */
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
+/* subscribe alone on an empty topic appends what it will read first. */
+static void test_bench_subscribe_only(void **state)
+{
+    (void)state;
+    run_t r = RUN_CLI("-q", "bench", "--mode", "subscribe", "--count", "3000", "--json");
+    cJSON *root = parse_summary(&r);
+    assert_null(cJSON_GetObjectItemCaseSensitive(root, "append"));
+    assert_true(num(obj(root, "subscribe"), "entries") == 3000);
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
+static void test_bench_text(void **state)
+{
+    (void)state;
+    run_t r = RUN_CLI("-q", "bench", "--count", "2000", "--rate", "20000");
+    if (r.status != 0)
+        fail_msg("exit status %d, stderr: %s", r.status, r.err);
+    const char *want[] = {"2000 of 2000 records appended",
+                          "records/s",
+                          "MB/s",
+                          "errors:    0 (NOT_APPENDED 0, MAYBE_APPENDED 0)",
+                          "queue full",
+                          "us per record",
+                          "p50",
+                          "p90",
+                          "p99",
+                          "p99.9",
+                          "max",
+                          "rate limit"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(r.out, want[i]))
+            fail_msg("'%s' missing from: %s", want[i], r.out);
+    run_free(&r);
+}
+
+static void test_bench_help(void **state)
+{
+    (void)state;
+    run_t r = RUN_CLI("bench", "--help");
+    assert_int_equal(r.status, 0);
+    const char *opts[] = {"--mode",     "--size",  "--batch", "--linger", "--depth", "--producers",
+                          "--duration", "--count", "--rate",  "--topic",  "--json"};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+        if (!strstr(r.out, opts[i]))
+            fail_msg("'%s' missing from the help: %s", opts[i], r.out);
+    assert_string_equal(r.err, "");
+    run_free(&r);
+}
+
+static void expect_usage(const char *const *args, const char *needle)
+{
+    run_t r = run_cli_v(args);
+    assert_int_equal(r.status, 2);
+    assert_string_equal(r.out, "");
+    /* one line, saying what */
+    char *nl = strchr(r.err, '\n');
+    assert_non_null(nl);
+    assert_int_equal(nl[1], '\0');
+    if (!strstr(r.err, needle))
+        fail_msg("'%s' missing from: %s", needle, r.err);
+    run_free(&r);
+}
+
+static void test_bench_bad_arguments(void **state)
+{
+    (void)state;
+    expect_usage((const char *const[]){"bench", "--mode", "fast", NULL}, "--mode");
+    expect_usage((const char *const[]){"bench", "--count", "5", "--duration", "1", NULL},
+                 "exclude");
+    expect_usage((const char *const[]){"bench", "--size", "0", NULL}, "--size");
+    expect_usage((const char *const[]){"bench", "--batch", "x", NULL}, "--batch");
+    expect_usage((const char *const[]){"bench", "--depth", "65", NULL}, "--depth");
+    expect_usage((const char *const[]){"bench", "--rate", "-1", NULL}, "--rate");
+    expect_usage((const char *const[]){"bench", "--producers", NULL}, "--producers");
+    expect_usage((const char *const[]){"bench", "--nope", NULL}, "--nope");
+    expect_usage((const char *const[]){"bench", "extra", NULL}, "extra");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bench_json),           cmocka_unit_test(test_bench_both),
+        cmocka_unit_test(test_bench_subscribe_only), cmocka_unit_test(test_bench_text),
+        cmocka_unit_test(test_bench_help),           cmocka_unit_test(test_bench_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
