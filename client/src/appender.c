@@ -193,6 +193,7 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->attempt_timeout_ms = conf->append_attempt_timeout_ms;
     app->max_attempts = (unsigned)conf->append_retries + 1;
     app->retry_maybe = conf->append_retry_maybe_appended;
+    app->timed = conf->stats_latency;
     app->slot_cap =
         app->batch_max_bytes + (size_t)app->batch_max_records * CODEC_PAYLOAD_OVERHEAD_MAX;
     app->next_seq = 1;
@@ -378,7 +379,7 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         abs_deadline(&until, timeout_ms);
     /* The append latency's start, read before the lock so that the critical section stays as
      * it was; a wait for room counts as latency. */
-    int64_t t_ns = stats_now_ns();
+    int64_t t_ns = app->timed ? stats_now_ns() : 0;
     pthread_mutex_lock(&app->mu);
     for (;;) {
         if (app->closing) {

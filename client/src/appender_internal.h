@@ -111,6 +111,7 @@ struct varlog_appender {
     int64_t attempt_timeout_ms;
     unsigned max_attempts;
     bool retry_maybe;
+    bool timed; /* stats.latency: calls carry their start time */
     size_t slot_cap;
     atomic_int refs; /* the handle, live bodies, retry tasks */
 

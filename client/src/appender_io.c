@@ -77,9 +77,11 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
         /* Statistics per batch, before its callbacks: one clock read, and the counters are
          * up to date by the time a callback looks at them. */
         if (b->err == VARLOG_OK) {
-            int64_t now_ns = stats_now_ns();
-            for (uint32_t i = 0; i < b->n_calls; i++)
-                vhist_record(&st->latency, now_ns - b->calls[i].t_ns);
+            if (app->timed) {
+                int64_t now_ns = stats_now_ns();
+                for (uint32_t i = 0; i < b->n_calls; i++)
+                    vhist_record(&st->latency, now_ns - b->calls[i].t_ns);
+            }
             stats_add_log_stream(st, app->topic_id, b->metas[0].log_stream_id, b->n_records,
                                  b->bytes);
         }

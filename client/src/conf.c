@@ -183,6 +183,13 @@ static const conf_property_t props[] = {
              "client (\"varlog-stats\") hands one JSON document (docs/STATISTICS.md) to the "
              "callback set with varlog_conf_set_stats_cb. 0 turns it off, as does an unset "
              "callback: no thread is started. varlog_stats_get works either way."),
+    BOOL_PROP("stats.latency", stats_latency, "true",
+              "The pipelined appenders time each append call, from varlog_appender_append to its "
+              "callback, for the latency percentiles of the statistics (docs/STATISTICS.md). "
+              "It costs a clock read per call on the producer's thread and a histogram record "
+              "per call on the appender's: about 70 ns of CPU per call altogether on a 2-core "
+              "VM (kvm-clock), 0.06 us per record in bench_append. false leaves the latency "
+              "fields at 0."),
     {.name = "log.level",
      .type = CONF_TYPE_ENUM,
      .def = "info",

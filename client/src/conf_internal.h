@@ -48,6 +48,7 @@ struct varlog_conf {
     varlog_log_cb *log_cb;   /* NULL = stderr */
     void *log_opaque;
     int64_t stats_interval_ms; /* 0 = no periodic emit */
+    bool stats_latency;        /* the appenders time each call */
     varlog_stats_cb *stats_cb; /* NULL = no periodic emit */
     void *stats_opaque;
 };

@@ -679,6 +679,27 @@ static void test_no_thread_without_interval(void **state)
     pthread_mutex_destroy(&e.mu);
 }
 
+static void test_latency_off(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, "stats.latency", "false", NULL);
+    sink_t s;
+    sink_init(&s);
+    varlog_appender_t *app = NULL;
+    assert_int_equal(varlog_appender_new(f.client, 1, 1, &app), VARLOG_OK);
+    for (int i = 0; i < 10; i++)
+        append_one(app, &s, 'l');
+    assert_int_equal(varlog_appender_flush(app, -1, NULL), VARLOG_OK);
+    varlog_stats_t st = get_stats(f.client);
+    assert_int_equal(st.appended_calls, 10); /* counted, not timed */
+    assert_int_equal(st.append_latency.count, 0);
+    assert_int_equal(st.append_latency.max_us, 0);
+    assert_int_equal(varlog_appender_close(&app, -1), VARLOG_OK);
+    cf_stop(&f);
+    sink_destroy(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -690,6 +711,7 @@ int main(void)
         cmocka_unit_test(test_subscribe_entries_and_lag),
         cmocka_unit_test(test_periodic_json_matches_doc),
         cmocka_unit_test(test_no_thread_without_interval),
+        cmocka_unit_test(test_latency_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,7 +41,7 @@ typedef struct varlog_stats_log_stream {
 /* Append latency of the pipelined appenders' calls that were APPENDED, from
  * varlog_appender_append to the moment their batch's callbacks start, in microseconds,
  * nearest-rank percentiles within 0.4 % (a log-linear histogram). All zero before the
- * first such call. */
+ * first such call, and always with stats.latency false. */
 typedef struct varlog_stats_latency {
     uint64_t count; /* calls measured */
     uint64_t p50_us, p90_us, p99_us, p999_us, max_us;
