@@ -206,7 +206,9 @@ static void test_gauges_while_held(void **state)
     sink_init(&s);
     varlog_appender_t *app = NULL;
     assert_int_equal(varlog_appender_new(f.client, 1, 1, &app), VARLOG_OK);
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 400), VARLOG_OK);
+    /* Long enough for the look below to see all three sent and unanswered, even slowed. */
+    int64_t hold_ms = test_under_valgrind() ? 5000 : 1500;
+    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, hold_ms), VARLOG_OK);
     for (int i = 0; i < 3; i++)
         append_one(app, &s, 'x');
     gauge_wait_t w = {f.client};
@@ -302,7 +304,7 @@ static void test_queue_full_and_retries(void **state)
     sink_init(&s);
     varlog_appender_t *app = NULL;
     assert_int_equal(varlog_appender_new(f.client, 1, 1, &app), VARLOG_OK);
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 200), VARLOG_OK);
+    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 1000), VARLOG_OK);
     append_one(app, &s, 'q');
     char buf[REC_LEN] = {0};
     varlog_record_t r = {buf, sizeof(buf)};
