@@ -7,10 +7,13 @@
  * Threads a client owns: one gRPC I/O thread ("varlog-io", runs no user code), one metadata
  * thread ("varlog-meta", periodic refresh; absent when metadata.refresh.interval.ms is 0),
  * and a retry engine: one dispatcher and `retry.workers` worker threads that run append
- * retries, and one thread per pipelined appender ("varlog-appender", varlog/appender.h).
+ * retries, one thread per pipelined appender ("varlog-appender", varlog/appender.h), and the
+ * statistics' emit ("varlog-stats", only with stats.interval.ms and a stats callback set,
+ * varlog/stats.h), which destroy stops first.
  * The log callback may run on the metadata thread, on a retry worker, on an appender's
- * thread or on the caller's thread. Synchronous calls run their first attempt on the caller's
- * thread. All of them are joined by varlog_client_destroy; gRPC core's own threads are gRPC's.
+ * thread, on the statistics' thread or on the caller's thread. Synchronous calls run their
+ * first attempt on the caller's thread. All of them are joined by varlog_client_destroy;
+ * gRPC core's own threads are gRPC's.
  *
  * Errors: every call returns a varlog_err_t; varlog_last_error() gives the calling thread's
  * text for the last failure.
@@ -165,7 +168,8 @@ VARLOG_API varlog_err_t varlog_append_to(varlog_client_t *client, int32_t topic_
                                          size_t n, int64_t timeout_ms, varlog_entry_meta_t *metas,
                                          varlog_outcome_t *outcome);
 
-/* Counters since the client was opened. */
+/* Counters since the client was opened (of varlog_append and the metadata; varlog/stats.h
+ * has the client-wide snapshot, appenders and subscriptions included). */
 typedef struct varlog_client_stats {
     uint64_t appends_ok;       /* append calls that stored their records */
     uint64_t appends_failed;   /* append calls that returned an error */
