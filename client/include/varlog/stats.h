@@ -49,7 +49,7 @@ typedef struct varlog_stats_latency {
 
 typedef struct varlog_stats {
     int64_t ts_ms;     /* wall clock when taken, ms since the Unix epoch */
-    int64_t uptime_ms; /* since varlog_client_new returned the client */
+    int64_t uptime_ms; /* since varlog_client_new began opening the client */
 
     /* Pipelined appenders open now, and what they hold (gauges). */
     uint32_t appenders;
