@@ -1,4 +1,5 @@
-/* varlog-cli subscribe: a topic in GLSN order; and the reading loop subscribe-to shares. */
+/* varlog-cli subscribe (a topic in GLSN order) and subscribe-to (one log stream in LLSN
+ * order): one set of options and one reading loop. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -18,6 +19,25 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             "  --begin GLSN       first GLSN (default 1)\n"
             "  --end GLSN|now     end, exclusive: a GLSN, or 'now' for the topic's current tail;\n"
             "                     default: tail for ever (Ctrl-C stops), with --count 'now'\n"
+            "  --count            print only the number of entries read\n"
+            "  --limit N          stop after N entries\n"
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n",
+            ctx->prog);
+}
+
+static void usage_to(FILE *out, const cli_ctx_t *ctx)
+{
+    fprintf(out,
+            "usage: %s [OPTIONS] subscribe-to [--topic T] --log-stream L [--begin LLSN]\n"
+            "                  [--end LLSN|now] [--count] [--limit N] [--idle-timeout MS]\n"
+            "  Reads log stream L of topic T with LLSN in [begin, end), in LLSN order, and\n"
+            "  prints 'GLSN LLSN LS DATA' per entry (GLSN is 0: a storage node reading by LLSN\n"
+            "  does not send it; bytes outside printable ASCII as \\xNN).\n"
+            "  --topic T          topic id (default 1)\n"
+            "  --log-stream L     log stream id (required)\n"
+            "  --begin LLSN       first LLSN (default 1)\n"
+            "  --end LLSN|now     end, exclusive: an LLSN, or 'now' for the log stream's current\n"
+            "                     tail; default: tail for ever (Ctrl-C stops), with --count 'now'\n"
             "  --count            print only the number of entries read\n"
             "  --limit N          stop after N entries\n"
             "  --idle-timeout MS  stop once no entry came for MS milliseconds\n",
@@ -124,10 +144,12 @@ int cli_topic_tail(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, uint6
     return rc;
 }
 
-int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
+/* subscribe (topic-wide, GLSN order) and subscribe-to (one log stream, LLSN order): the same
+ * options, but subscribe-to's --log-stream, and the same reading loop. */
+static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
 {
-    enum { OPT_TOPIC = 256, OPT_BEGIN, OPT_END, OPT_COUNT, OPT_LIMIT, OPT_IDLE };
-    static const struct option longopts[] = {
+    enum { OPT_TOPIC = 256, OPT_LS, OPT_BEGIN, OPT_END, OPT_COUNT, OPT_LIMIT, OPT_IDLE };
+    static const struct option glsn_opts[] = {
         {"topic", required_argument, NULL, OPT_TOPIC},
         {"begin", required_argument, NULL, OPT_BEGIN},
         {"end", required_argument, NULL, OPT_END},
@@ -137,27 +159,42 @@ int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int64_t topic = 1;
-    uint64_t begin = 1, end = VARLOG_GLSN_MAX, limit = 0, idle = 0;
+    static const struct option llsn_opts[] = {
+        {"topic", required_argument, NULL, OPT_TOPIC},
+        {"log-stream", required_argument, NULL, OPT_LS},
+        {"begin", required_argument, NULL, OPT_BEGIN},
+        {"end", required_argument, NULL, OPT_END},
+        {"count", no_argument, NULL, OPT_COUNT},
+        {"limit", required_argument, NULL, OPT_LIMIT},
+        {"idle-timeout", required_argument, NULL, OPT_IDLE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const uint64_t max_pos = by_llsn ? VARLOG_LLSN_MAX : VARLOG_GLSN_MAX;
+    int64_t topic = 1, ls = 0;
+    uint64_t begin = 1, end = max_pos, limit = 0, idle = 0;
     bool end_given = false, end_now = false;
     cli_consume_opts_t copts = {0};
     cli_getopt_reset();
     int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":h", by_llsn ? llsn_opts : glsn_opts, NULL)) != -1) {
         bool ok = true;
         switch (c) {
         case OPT_TOPIC:
             ok = cli_parse_i64(ctx, "--topic", optarg, 1, INT32_MAX, false, &topic);
             break;
+        case OPT_LS:
+            ok = cli_parse_i64(ctx, "--log-stream", optarg, 1, INT32_MAX, false, &ls);
+            break;
         case OPT_BEGIN:
-            ok = cli_parse_u64(ctx, "--begin", optarg, 1, VARLOG_GLSN_MAX - 1, &begin);
+            ok = cli_parse_u64(ctx, "--begin", optarg, 1, max_pos - 1, &begin);
             break;
         case OPT_END:
             end_given = true;
             if (strcmp(optarg, "now") == 0)
                 end_now = true;
             else
-                ok = cli_parse_u64(ctx, "--end", optarg, 2, VARLOG_GLSN_MAX, &end);
+                ok = cli_parse_u64(ctx, "--end", optarg, 2, max_pos, &end);
             break;
         case OPT_COUNT:
             copts.count_only = true;
@@ -169,7 +206,10 @@ int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
             ok = cli_parse_u64(ctx, "--idle-timeout", optarg, 1, UINT64_MAX / 2, &idle);
             break;
         case 'h':
-            usage(stdout, ctx);
+            if (by_llsn)
+                usage_to(stdout, ctx);
+            else
+                usage(stdout, ctx);
             return CLI_EXIT_OK;
         default:
             return cli_bad_option(ctx, c, argv);
@@ -179,6 +219,8 @@ int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(ctx, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (by_llsn && ls == 0)
+        return cli_usage_error(ctx, "--log-stream is required");
     if (!end_given && copts.count_only)
         end_now = true;
     if (!end_now && begin >= end)
@@ -192,16 +234,30 @@ int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
     if (rc != CLI_EXIT_OK)
         return rc;
     cli_catch_signals();
-    uint64_t n = 0;
-    if (end_now) {
+    if (end_now && by_llsn) {
+        varlog_entry_meta_t first, last;
+        varlog_err_t err =
+            varlog_peek(client, (int32_t)topic, (int32_t)ls, -1, &first, &last, NULL);
+        if (err != VARLOG_OK)
+            rc = cli_fail(ctx, err, "peeking log stream %" PRId64 " of topic %" PRId64, ls, topic);
+        else
+            end = last.llsn + 1;
+    } else if (end_now) {
         uint64_t last = 0;
         rc = cli_topic_tail(ctx, client, (int32_t)topic, &last);
         end = last + 1;
     }
+    uint64_t n = 0;
     if (rc == CLI_EXIT_OK && begin < end) {
         varlog_subscription_t *sub = NULL;
-        varlog_err_t err = varlog_subscribe_iter(client, (int32_t)topic, begin, end, &sub);
-        if (err != VARLOG_OK)
+        varlog_err_t err =
+            by_llsn
+                ? varlog_subscribe_to_iter(client, (int32_t)topic, (int32_t)ls, begin, end, &sub)
+                : varlog_subscribe_iter(client, (int32_t)topic, begin, end, &sub);
+        if (err != VARLOG_OK && by_llsn)
+            rc = cli_fail(ctx, err, "subscribing to log stream %" PRId64 " of topic %" PRId64, ls,
+                          topic);
+        else if (err != VARLOG_OK)
             rc = cli_fail(ctx, err, "subscribing to topic %" PRId64, topic);
         else
             rc = cli_consume(ctx, sub, &copts, &n);
@@ -211,4 +267,14 @@ int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
         printf("%" PRIu64 "\n", n);
     cli_close_client(client, srv);
     return rc;
+}
+
+int cmd_subscribe(cli_ctx_t *ctx, int argc, char **argv)
+{
+    return read_command(ctx, argc, argv, false);
+}
+
+int cmd_subscribe_to(cli_ctx_t *ctx, int argc, char **argv)
+{
+    return read_command(ctx, argc, argv, true);
 }
