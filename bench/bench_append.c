@@ -70,6 +70,7 @@
 #include "varlog/conf.h"
 #include "varlog/server.h"
 #include "alloc_count.h"
+#include "bench_client.h"
 #include "child_server.h"
 #include "harness.h"
 
@@ -120,42 +121,6 @@ static const char *server_program = VARLOG_SERVER_PROGRAM;
 
 #define SERVER_MAX_BYTES (8ULL << 30)
 
-/* A client of the metadata repository at address with the bench's base properties, then the
- * name, value pairs of extra (NULL-terminated; NULL for none). */
-static int client_open(const char *address, const char *const *extra, varlog_client_t **out)
-{
-    varlog_conf_t *conf = varlog_conf_new();
-    char err[512];
-    if (!conf) {
-        fprintf(stderr, "varlog_conf_new: out of memory\n");
-        return -1;
-    }
-    const char *base[] = {"metadata.addresses",
-                          address,
-                          "metadata.refresh.interval.ms",
-                          "0",
-                          "log.level",
-                          "err",
-                          NULL};
-    for (int pass = 0; pass < 2; pass++) {
-        const char *const *kv = pass == 0 ? base : extra;
-        for (size_t i = 0; kv && kv[i]; i += 2) {
-            if (varlog_conf_set(conf, kv[i], kv[i + 1], err, sizeof(err)) != VARLOG_OK) {
-                fprintf(stderr, "conf: %s\n", err);
-                varlog_conf_destroy(conf);
-                return -1;
-            }
-        }
-    }
-    varlog_err_t rc = varlog_client_new(&conf, out, err, sizeof(err));
-    if (rc != VARLOG_OK) {
-        fprintf(stderr, "varlog_client_new: %s: %s\n", varlog_err_name(rc), err);
-        varlog_conf_destroy(conf);
-        return -1;
-    }
-    return 0;
-}
-
 static int env_open(env_t *e, const bcase_t *c)
 {
     if (!cluster_address) {
@@ -168,8 +133,8 @@ static int env_open(env_t *e, const bcase_t *c)
             return -1;
         }
     }
-    if (client_open(e->srv ? varlog_server_address(e->srv) : cluster_address, c->conf,
-                    &e->client) != 0)
+    if (bench_client_open(e->srv ? varlog_server_address(e->srv) : cluster_address, c->conf,
+                          &e->client) != 0)
         goto fail;
     size_t n = 0;
     varlog_err_t rc = varlog_client_log_streams(e->client, topic_id, &e->log_stream, 1, &n);
@@ -416,7 +381,7 @@ static void *penv_setup(const void *arg)
     snprintf(depth_s, sizeof(depth_s), "%d", c->depth);
     const char *extra[] = {"appender.batch.max.records", batch_s, "appender.pipeline.depth",
                            depth_s, NULL};
-    if (client_open(address, extra, &e->client) != 0)
+    if (bench_client_open(address, extra, &e->client) != 0)
         goto fail;
     varlog_err_t rc = varlog_appender_new(e->client, topic_id, appender_log_stream, &e->app);
     if (rc != VARLOG_OK) {

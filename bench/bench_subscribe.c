@@ -78,6 +78,7 @@
 #include "varlog/server.h"
 #include "varlog/subscribe.h"
 #include "alloc_count.h"
+#include "bench_client.h"
 #include "child_server.h"
 #include "harness.h"
 #include "wire.h"
@@ -156,40 +157,6 @@ static void bfail(bench_b_t *b, const char *what, varlog_err_t rc, const char *t
 {
     b_failf(b, "%s: %s (%s)%s%s", what, varlog_err_name(rc), varlog_err_str(rc),
             text && text[0] ? ": " : "", text ? text : "");
-}
-
-static int client_open(const char *address, const char *const *extra, varlog_client_t **out)
-{
-    varlog_conf_t *conf = varlog_conf_new();
-    char err[512];
-    if (!conf) {
-        fprintf(stderr, "varlog_conf_new: out of memory\n");
-        return -1;
-    }
-    const char *base[] = {"metadata.addresses",
-                          address,
-                          "metadata.refresh.interval.ms",
-                          "0",
-                          "log.level",
-                          "err",
-                          NULL};
-    for (int pass = 0; pass < 2; pass++) {
-        const char *const *kv = pass == 0 ? base : extra;
-        for (size_t i = 0; kv && kv[i]; i += 2) {
-            if (varlog_conf_set(conf, kv[i], kv[i + 1], err, sizeof(err)) != VARLOG_OK) {
-                fprintf(stderr, "conf %s: %s\n", kv[i], err);
-                varlog_conf_destroy(conf);
-                return -1;
-            }
-        }
-    }
-    varlog_err_t rc = varlog_client_new(&conf, out, err, sizeof(err));
-    if (rc != VARLOG_OK) {
-        fprintf(stderr, "varlog_client_new: %s: %s\n", varlog_err_name(rc), err);
-        varlog_conf_destroy(conf);
-        return -1;
-    }
-    return 0;
 }
 
 static int env_client_open(env_t *e);
@@ -313,7 +280,7 @@ static int env_client_open(env_t *e)
                                               "appender.pipeline.depth", "4"};
     for (size_t i = 0; i < n_extra_conf; i++)
         conf[4 + i] = extra_conf[i];
-    return client_open(e->address, conf, &e->client);
+    return bench_client_open(e->address, conf, &e->client);
 }
 
 /* GrpcFloor closes the library's client while it measures: its I/O thread would otherwise
@@ -884,7 +851,7 @@ static bool take_own_flags(int *argc, char **argv)
 static int32_t mr_log_streams(void)
 {
     varlog_client_t *client = NULL;
-    if (client_open(cluster_address, extra_conf, &client) != 0)
+    if (bench_client_open(cluster_address, extra_conf, &client) != 0)
         return -1;
     int32_t ids[MAX_LOG_STREAMS];
     size_t n = 0;
