@@ -582,7 +582,7 @@ static void test_close_during_delivery(void **state)
         if (at[r] > 0)
             assert_true(stu_wait_n(&T.sink, at[r], bound_ms()));
         stu_close(&T.sink, &T.sub);
-        assert_int_equal(test_thread_count_named("varlog-sub"), 0);
+        assert_int_equal(test_await_thread_count_named("varlog-sub", 0, bound_ms()), 0);
         long got = stu_sink_n(&T.sink);
         /* keep the process busy a moment so that a stray handler would show */
         stu_sink_t probe;
@@ -648,7 +648,7 @@ static void test_close_waits_for_handler(void **state)
     assert_true(done);
     assert_null(T.sub);
     assert_int_equal(atomic_load(&T.sink.in_handler), 0);
-    assert_int_equal(test_thread_count_named("varlog-sub"), 0);
+    assert_int_equal(test_await_thread_count_named("varlog-sub", 0, bound_ms()), 0);
     assert_int_equal(stu_sink_n(&T.sink), 5);
     assert_int_equal(T.sink.ends + T.sink.errors, 0);
     atu_assert_nothing_bad();
@@ -779,7 +779,7 @@ static void test_destroy_with_open_subscriptions(void **state)
     varlog_client_destroy(T.f.client);
     T.f.client = NULL;
     atomic_store(&T.sink.closed, true);
-    assert_int_equal(test_thread_count_named("varlog-sub"), 0);
+    assert_int_equal(test_await_thread_count_named("varlog-sub", 0, bound_ms()), 0);
     assert_int_equal(atomic_load(&T.sink.in_handler), 0);
     varlog_subscription_close(&T.sub);
     varlog_subscription_close(&T.sub2);
@@ -832,7 +832,7 @@ static void test_destroy_waits_for_handler(void **state)
     atu_sync_destroy(&d.sync);
     if (early)
         fail_msg("varlog_client_destroy returned while on_entry was still running");
-    assert_int_equal(test_thread_count_named("varlog-sub"), 0);
+    assert_int_equal(test_await_thread_count_named("varlog-sub", 0, bound_ms()), 0);
     assert_int_equal(atomic_load(&T.sink.in_handler), 0);
     assert_int_equal(stu_sink_n(&T.sink), 5);
     varlog_subscription_close(&T.sub);

@@ -205,7 +205,8 @@ static void test_resize_pause_and_drain(void **state)
 static void test_reusable_worker_outcomes(void **state)
 {
     (void)state;
-    int base = test_thread_count();
+    /* The main thread alone, once earlier tests' joined threads have left /proc. */
+    int base = test_await_thread_count(1, 5000);
     scene_t s;
     scene_init(&s);
     vq_engine_t *e = make(1, 0, true);
@@ -376,7 +377,8 @@ static void *produce(void *arg)
 static void test_repeated_start_and_blocked_producer(void **state)
 {
     (void)state;
-    int base = test_thread_count();
+    /* The main thread alone, once earlier tests' joined threads have left /proc. */
+    int base = test_await_thread_count(1, 5000);
     scene_t s;
     scene_init(&s);
     vq_engine_t *e = make(2, 4, false);
@@ -619,7 +621,8 @@ static void test_min_capacity_engine_completes(void **state)
 static void test_threads_are_reused(void **state)
 {
     (void)state;
-    int base = test_thread_count();
+    /* The main thread alone, once earlier tests' joined threads have left /proc. */
+    int base = test_await_thread_count(1, 5000);
     scene_t s;
     scene_init(&s);
     vq_engine_t *e = make(4, 0, true);

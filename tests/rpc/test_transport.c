@@ -535,7 +535,7 @@ static void test_repeated_client_open_close(void **state)
             rpc_stream_destroy(s); /* ... after it */
     }
     /* Each client's own thread is gone: only the fixture's client keeps one. */
-    assert_int_equal(test_thread_count_named("varlog-io"), 1);
+    assert_int_equal(test_await_thread_count_named("varlog-io", 1, 5000), 1);
     /* Nothing else grows with the number of clients either. gRPC's executor adds threads on
      * demand (more under sanitizers' slowdown), bounded by its own pool size, far below the
      * +cycles a per-client leak would show. */

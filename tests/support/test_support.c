@@ -80,6 +80,32 @@ int test_thread_count_named(const char *name)
     return n;
 }
 
+struct thread_count_goal {
+    const char *name; /* NULL: every thread */
+    int want, last;
+};
+
+static bool thread_count_reached(void *arg)
+{
+    struct thread_count_goal *c = arg;
+    c->last = c->name ? test_thread_count_named(c->name) : test_thread_count();
+    return c->last == c->want;
+}
+
+int test_await_thread_count(int n, int64_t timeout_ms)
+{
+    struct thread_count_goal c = {.name = NULL, .want = n, .last = -1};
+    test_wait_until(thread_count_reached, &c, timeout_ms);
+    return c.last;
+}
+
+int test_await_thread_count_named(const char *name, int n, int64_t timeout_ms)
+{
+    struct thread_count_goal c = {.name = name, .want = n, .last = -1};
+    test_wait_until(thread_count_reached, &c, timeout_ms);
+    return c.last;
+}
+
 long test_rss_kib(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");

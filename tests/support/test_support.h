@@ -21,8 +21,19 @@ bool test_wait_until(bool (*cond)(void *arg), void *arg, int64_t timeout_ms);
 /* Number of threads of this process (from /proc/self/task). */
 int test_thread_count(void);
 
+/* Waits until this process has exactly n threads, for at most timeout_ms; returns the last
+ * count. For a baseline taken right after another test's threads were joined (see
+ * test_await_thread_count_named for why they may still be listed). */
+int test_await_thread_count(int n, int64_t timeout_ms);
+
 /* Number of threads of this process whose name (/proc/self/task/N/comm) is name. */
 int test_thread_count_named(const char *name);
+
+/* Waits until exactly n threads are named name, for at most timeout_ms; returns the last
+ * count. A thread stays listed in /proc for a moment after pthread_join returns (the kernel
+ * wakes the joiner before it unlists the task), so a count taken right after a join, or at
+ * the start of a test that follows one, must be awaited rather than read once. */
+int test_await_thread_count_named(const char *name, int n, int64_t timeout_ms);
 
 /* Resident set size of this process in KiB (from /proc/self/statm). */
 long test_rss_kib(void);
