@@ -55,11 +55,11 @@ static inline void vq_cpu_relax_(void)
 #endif
 }
 
-/* ---- engine internals: engine.c and wake.c ------------------------------------------ */
+/* ---- engine internals: engine.c, engine_run.c and wake.c ---------------------------- */
 
 /* A task record. It is as small as the old one (104 bytes; a record is allocated per queued
  * task until the free list has enough): spec.timeout_ns holds the relative timeout until
- * the deadline starts, then the absolute deadline (see job_start_deadline in engine.c). */
+ * the deadline starts, then the absolute deadline (see vq_job_start_deadline_ below). */
 typedef struct vq_job {
     vq_task_spec_t spec;
     union {
@@ -71,6 +71,24 @@ typedef struct vq_job {
     int result;       /* the last attempt's, then the task's */
     int refs;         /* under e->mu: 2 while an abandoned handler and its completion both run */
 } vq_job_t;
+
+/* The deadline starts with the first attempt, or with the first delay (delay_first), and
+ * then replaces the relative timeout in the record. */
+static inline bool vq_job_deadline_started_(const vq_job_t *j)
+{
+    return j->attempt > 0 || j->spec.retry.delay_first;
+}
+
+static inline void vq_job_start_deadline_(vq_job_t *j, int64_t now)
+{
+    int64_t t = j->spec.timeout_ns;
+    j->spec.timeout_ns = t > INT64_MAX - now ? INT64_MAX : now + t;
+}
+
+static inline int64_t vq_job_deadline_(const vq_job_t *j)
+{
+    return j->spec.timeout_ns;
+}
 
 /* A timer heap entry: the key is kept beside the pointer, so sifting reads no job. */
 typedef struct vq_timer {
@@ -142,6 +160,32 @@ struct vq_engine {
     atomic_size_t queued;
     unsigned ncpu; /* online CPUs at creation */
 };
+
+/* A counter only ever written with e->mu held: a plain load and store, no locked
+ * instruction, yet readers without the lock see whole values. Inline because submit counts
+ * every task. */
+static inline void vq_bump_locked_(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* engine.c and engine_run.c call each other through these, each commented where it is
+ * defined. Called with e->mu held, except vq_engine_unref_, vq_engine_on_own_thread_,
+ * vq_complete_ and vq_dispatcher_main_. */
+/* engine.c */
+void vq_engine_unref_(struct vq_engine *e);
+/* engine_run.c */
+bool vq_engine_on_own_thread_(const struct vq_engine *e);
+void vq_job_free_locked_(struct vq_engine *e, vq_job_t *j);
+void vq_count_locked_(struct vq_engine *e, int r);
+void vq_check_shortage_locked_(struct vq_engine *e);
+bool vq_pop_locked_(struct vq_engine *e, vq_job_t **out);
+bool vq_timer_push_locked_(struct vq_engine *e, vq_job_t *j, int64_t due);
+void vq_cancel_timers_locked_(struct vq_engine *e);
+void vq_complete_(struct vq_engine *e, vq_job_t *j, int r);
+void vq_unlink_worker_locked_(struct vq_engine *e, vq_worker_t *w);
+void *vq_dispatcher_main_(void *arg); /* the dispatcher thread; arg is the engine */
 
 /* wake.c: when idle workers are woken, when one spins, and the dispatcher's wake tick. All
  * with e->mu held. */
