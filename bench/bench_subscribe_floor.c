@@ -1,0 +1,209 @@
+/* bench_subscribe's GrpcFloor row (see bench_subscribe.h). */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+
+#include "bench_subscribe.h"
+#include "harness.h"
+#include "wire.h"
+
+/* GrpcFloor: the same Subscribe as the library's, on a bare gRPC-core call whose
+ * completion queue the benchmark thread polls itself (grpc_completion_queue_next reads the
+ * socket on the calling thread: no I/O thread, no hand-off), one RECV_MESSAGE per entry, the
+ * GLSN read from the message's first bytes. What is left per entry is gRPC core's and the
+ * kernel's own cost of a message: the floor under any client built on gRPC core. */
+
+void floor_open(env_t *e, const char *address)
+{
+    wire_grpc_ref();
+    const grpc_channel_args *base = wire_channel_args(WIRE_ARGS_CLIENT);
+    grpc_arg args[32];
+    size_t na = 0;
+    for (size_t i = 0; i < base->num_args && na < 32; i++)
+        args[na++] = base->args[i];
+    for (size_t i = 0; i < n_chan_args && na < 32; i++)
+        args[na++] = chan_args[i];
+    grpc_channel_args ca = {.num_args = na, .args = args};
+    grpc_channel_credentials *creds = grpc_insecure_credentials_create();
+    e->ch = grpc_channel_create(address, creds, &ca);
+    grpc_channel_credentials_release(creds);
+    e->cq = grpc_completion_queue_create_for_next(NULL);
+}
+
+void floor_close(env_t *e)
+{
+    if (e->ch) {
+        grpc_channel_destroy(e->ch);
+        grpc_completion_queue_shutdown(e->cq);
+        while (grpc_completion_queue_next(e->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
+            ;
+        grpc_completion_queue_destroy(e->cq);
+        e->ch = NULL;
+        wire_grpc_unref();
+    }
+}
+
+enum { T_START = 1, T_STATUS, T_RECV };
+
+static bool floor_batch(grpc_call *call, const grpc_op *ops, size_t n, intptr_t tag)
+{
+    return grpc_call_start_batch(call, ops, n, (void *)tag, NULL) == GRPC_CALL_OK;
+}
+
+/* Waits for tag; other completions are noted in *done (bit per tag). */
+static bool floor_wait(env_t *e, intptr_t tag, unsigned *done, bool *ok)
+{
+    while (!(*done & (1u << tag))) {
+        grpc_event ev = grpc_completion_queue_next(e->cq, wire_deadline(NEXT_TIMEOUT_MS), NULL);
+        if (ev.type != GRPC_OP_COMPLETE)
+            return false;
+        *done |= 1u << (intptr_t)ev.tag;
+        if ((intptr_t)ev.tag == tag)
+            *ok = ev.success != 0;
+    }
+    *done &= ~(1u << tag);
+    return true;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* The GLSN of a SubscribeResponse (field 1 first, as Go and protobuf-c write it); 0 when
+ * the message does not start with it. */
+static uint64_t floor_glsn(grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader r;
+    grpc_slice *sl;
+    uint8_t head[11];
+    size_t got = 0;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return 0;
+    /* A message's bytes may be split anywhere, even inside the first varint. */
+    while (got < sizeof(head) && grpc_byte_buffer_reader_peek(&r, &sl)) {
+        size_t take = GRPC_SLICE_LENGTH(*sl);
+        if (take > sizeof(head) - got)
+            take = sizeof(head) - got;
+        memcpy(head + got, GRPC_SLICE_START_PTR(*sl), take);
+        got += take;
+    }
+    grpc_byte_buffer_reader_destroy(&r);
+    uint64_t v = 0;
+    if (got < 2 || head[0] != 0x08)
+        return 0;
+    for (size_t i = 1, shift = 0; i < got && shift < 64; i++, shift += 7) {
+        v |= (uint64_t)(head[i] & 0x7f) << shift;
+        if (!(head[i] & 0x80))
+            break;
+    }
+    return v;
+}
+
+int64_t read_floor(bench_b_t *b, env_t *e)
+{
+    uint64_t begin = e->first, end = e->first + (uint64_t)b->n;
+    uint8_t req[64];
+    size_t len = 0;
+    req[len++] = 0x08;
+    len += put_varint(req + len, begin);
+    req[len++] = 0x10;
+    len += put_varint(req + len, end);
+    req[len++] = 0x18;
+    len += put_varint(req + len, (uint64_t)topic_id);
+    req[len++] = 0x20;
+    len += put_varint(req + len, (uint64_t)e->log_stream);
+    grpc_slice rs = grpc_slice_from_copied_buffer((const char *)req, len);
+    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&rs, 1);
+    grpc_slice_unref(rs);
+    grpc_call *call =
+        grpc_channel_create_call(e->ch, NULL, GRPC_PROPAGATE_DEFAULTS, e->cq,
+                                 grpc_slice_from_static_string("/varlog.snpb.LogIO/Subscribe"),
+                                 NULL, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+    grpc_metadata_array initial, trailing;
+    grpc_metadata_array_init(&initial);
+    grpc_metadata_array_init(&trailing);
+    grpc_status_code code = GRPC_STATUS_UNKNOWN;
+    grpc_slice details = grpc_empty_slice();
+    grpc_op ops[4], st;
+    memset(ops, 0, sizeof(ops));
+    memset(&st, 0, sizeof(st));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
+    st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    st.data.recv_status_on_client.trailing_metadata = &trailing;
+    st.data.recv_status_on_client.status = &code;
+    st.data.recv_status_on_client.status_details = &details;
+    int64_t bytes = -1;
+    unsigned done = 0;
+    bool ok = false, started = call && floor_batch(call, ops, 4, T_START) &&
+                               floor_batch(call, &st, 1, T_STATUS);
+    if (!started) {
+        bfail(b, "grpc_call_start_batch", VARLOG_ERR_INTERNAL, "Subscribe");
+        goto out;
+    }
+    bytes = 0;
+    for (uint64_t want = begin; want < end; want++) {
+        grpc_byte_buffer *bb = NULL;
+        grpc_op rop;
+        memset(&rop, 0, sizeof(rop));
+        rop.op = GRPC_OP_RECV_MESSAGE;
+        rop.data.recv_message.recv_message = &bb;
+        if (!floor_batch(call, &rop, 1, T_RECV) || !floor_wait(e, T_RECV, &done, &ok) || !bb) {
+            char t[96];
+            snprintf(t, sizeof(t), "no message for GLSN %llu", (unsigned long long)want);
+            bfail(b, "GrpcFloor", VARLOG_ERR_RPC_UNAVAILABLE, t);
+            bytes = -1;
+            goto out;
+        }
+        uint64_t g = floor_glsn(bb);
+        bytes += (int64_t)grpc_byte_buffer_length(bb);
+        grpc_byte_buffer_destroy(bb);
+        if (g != want) {
+            char t[96];
+            snprintf(t, sizeof(t), "wanted GLSN %llu, got %llu", (unsigned long long)want,
+                     (unsigned long long)g);
+            bfail(b, "GrpcFloor", VARLOG_ERR_INTERNAL, t);
+            bytes = -1;
+            goto out;
+        }
+    }
+    if (!floor_wait(e, T_STATUS, &done, &ok) || code != GRPC_STATUS_OK) {
+        bfail(b, "GrpcFloor: the stream's status", VARLOG_ERR_RPC_UNKNOWN, "not OK");
+        bytes = -1;
+    }
+out:
+    if (call) {
+        grpc_call_cancel(call, NULL);
+        /* Drain what is still in flight before the call and its arrays go. */
+        if (started) {
+            if (!(done & (1u << T_START)))
+                floor_wait(e, T_START, &done, &ok);
+            if (bytes < 0 && !(done & (1u << T_STATUS)))
+                floor_wait(e, T_STATUS, &done, &ok);
+        }
+        grpc_call_unref(call);
+    }
+    grpc_byte_buffer_destroy(send);
+    grpc_metadata_array_destroy(&initial);
+    grpc_metadata_array_destroy(&trailing);
+    grpc_slice_unref(details);
+    return bytes;
+}
