@@ -4,7 +4,7 @@
 /* What the engine's tests (test_pool_workers.c, test_pool_callbacks.c, test_pool_lifecycle.c)
  * share: an engine made for one test, and jobs run by one handler that counts how many run at
  * once and which ran, and that a test can hold (GATED, STUCK) until it hands out tokens.
- * Every test program's main() calls tc_init(&stuck_returned) before its first test. */
+ * Every test program's main() calls engine_fixture_init() before its first test. */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -34,6 +34,12 @@ typedef struct sjob {
 extern tcount_t stuck_returned;
 
 enum { GATED, ERRS, PANICS, FAILS_ONCE, STUCK, PLAIN, BRIEF };
+
+/* Initialises stuck_returned, and starts and joins one thread: ThreadSanitizer starts a
+ * thread of its own at the first pthread_create, and tests that take the process's thread
+ * count as their baseline need it there already, as it was when they ran after other tests
+ * in one program. */
+void engine_fixture_init(void);
 
 void scene_init(scene_t *s);
 void scene_destroy(scene_t *s);

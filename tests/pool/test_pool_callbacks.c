@@ -462,7 +462,7 @@ static void test_logger_may_call_engine_during_shutdown(void **state)
 
 int main(void)
 {
-    tc_init(&stuck_returned);
+    engine_fixture_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_after_can_wait_for_next_task),
         cmocka_unit_test(test_release_waits_for_after),

@@ -198,7 +198,7 @@ static void test_min_capacity_engine_completes(void **state)
 
 int main(void)
 {
-    tc_init(&stuck_returned);
+    engine_fixture_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_repeated_start_and_blocked_producer),
         cmocka_unit_test(test_submit_after_shutdown),

@@ -321,7 +321,7 @@ static void test_burst_not_stuck_behind_long_task(void **state)
 
 int main(void)
 {
-    tc_init(&stuck_returned);
+    engine_fixture_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resize_pause_and_drain),
         cmocka_unit_test(test_reusable_worker_outcomes),
