@@ -36,17 +36,9 @@ static void bump_peak(atomic_int *peak, int v)
 
 tcount_t stuck_returned;
 
-static void *no_op(void *arg)
-{
-    return arg;
-}
-
 void engine_fixture_init(void)
 {
     tc_init(&stuck_returned);
-    pthread_t th;
-    if (pthread_create(&th, NULL, no_op, NULL) == 0)
-        pthread_join(th, NULL);
 }
 
 int handler(vq_ctx_t *ctx, void *arg)

@@ -35,10 +35,8 @@ extern tcount_t stuck_returned;
 
 enum { GATED, ERRS, PANICS, FAILS_ONCE, STUCK, PLAIN, BRIEF };
 
-/* Initialises stuck_returned, and starts and joins one thread: ThreadSanitizer starts a
- * thread of its own at the first pthread_create, and tests that take the process's thread
- * count as their baseline need it there already, as it was when they ran after other tests
- * in one program. */
+/* Initialises stuck_returned. (Baselines of the thread count come from
+ * test_idle_thread_count, which allows for ThreadSanitizer's own thread.) */
 void engine_fixture_init(void);
 
 void scene_init(scene_t *s);

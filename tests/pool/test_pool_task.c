@@ -337,8 +337,8 @@ static void test_shutdown_keeps_outcomes(void **state)
 
 static void run_late_completion(int late_result)
 {
-    /* The main thread alone, once earlier tests' joined threads have left /proc. */
-    int base = test_await_thread_count(1, 5000);
+    /* Once earlier tests' joined threads have left /proc. */
+    int base = test_await_thread_count(test_idle_thread_count(), 5000);
     vq_engine_t *e = engine(1, vq_logger_discard());
     job_t a, b;
     job_init(&a, 0);
@@ -392,8 +392,8 @@ static void test_late_completion_panic(void **state)
 static void test_release_leaves_stuck_handler(void **state)
 {
     (void)state;
-    /* The main thread alone, once earlier tests' joined threads have left /proc. */
-    int base = test_await_thread_count(1, 5000);
+    /* Once earlier tests' joined threads have left /proc. */
+    int base = test_await_thread_count(test_idle_thread_count(), 5000);
     vq_engine_t *e = engine(1, vq_logger_discard());
     job_t a;
     job_init(&a, 0);

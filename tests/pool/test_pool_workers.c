@@ -72,8 +72,8 @@ static void test_resize_pause_and_drain(void **state)
 static void test_reusable_worker_outcomes(void **state)
 {
     (void)state;
-    /* The main thread alone, once earlier tests' joined threads have left /proc. */
-    int base = test_await_thread_count(1, 5000);
+    /* Once earlier tests' joined threads have left /proc. */
+    int base = test_await_thread_count(test_idle_thread_count(), 5000);
     scene_t s;
     scene_init(&s);
     vq_engine_t *e = make(1, 0, true);
@@ -201,8 +201,8 @@ static void test_decrease_worker_count(void **state)
 static void test_threads_are_reused(void **state)
 {
     (void)state;
-    /* The main thread alone, once earlier tests' joined threads have left /proc. */
-    int base = test_await_thread_count(1, 5000);
+    /* Once earlier tests' joined threads have left /proc. */
+    int base = test_await_thread_count(test_idle_thread_count(), 5000);
     scene_t s;
     scene_init(&s);
     vq_engine_t *e = make(4, 0, true);

@@ -1,6 +1,8 @@
 #include "test_support.h"
 
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +99,20 @@ int test_await_thread_count(int n, int64_t timeout_ms)
     struct thread_count_goal c = {.name = NULL, .want = n, .last = -1};
     test_wait_until(thread_count_reached, &c, timeout_ms);
     return c.last;
+}
+
+static void *no_op_thread(void *arg)
+{
+    return arg;
+}
+
+int test_idle_thread_count(void)
+{
+    static atomic_bool started;
+    pthread_t th;
+    if (!atomic_exchange(&started, true) && pthread_create(&th, NULL, no_op_thread, NULL) == 0)
+        pthread_join(th, NULL);
+    return test_under_tsan() ? 2 : 1;
 }
 
 int test_await_thread_count_named(const char *name, int n, int64_t timeout_ms)

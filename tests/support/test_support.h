@@ -26,6 +26,11 @@ int test_thread_count(void);
  * test_await_thread_count_named for why they may still be listed). */
 int test_await_thread_count(int n, int64_t timeout_ms);
 
+/* The threads of this process when no test thread runs: the main thread, and under TSan its
+ * background thread, which TSan starts at the first pthread_create (this starts and joins
+ * one thread first, so that the count does not change under a test's feet). */
+int test_idle_thread_count(void);
+
 /* Number of threads of this process whose name (/proc/self/task/N/comm) is name. */
 int test_thread_count_named(const char *name);
 
