@@ -7,8 +7,8 @@
  * A command is `int cmd_<name>(cli_ctx_t *ctx, int argc, char **argv)` and returns the
  * process's exit status: 0 success, 1 failure (the cluster could not be reached, an
  * operation failed, a check failed), 2 bad arguments. argv[0] is the command's name and
- * argv[1..argc) its own arguments; the common options (--mr, -X, --topics, --log-streams)
- * were consumed by main before the command name. A command parses its options with
+ * argv[1..argc) its own arguments; the common options (--mr, -X, --topics, --log-streams,
+ * -q), before or after the command name, were consumed by main. A command parses its options with
  * getopt_long after cli_getopt_reset, and reports what it refuses through cli_bad_option or
  * cli_usage_error: one line on stderr, exit status 2. `--help`/`-h` prints the command's
  * usage on stdout and returns 0.

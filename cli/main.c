@@ -1,5 +1,7 @@
-/* varlog-cli: the common options, then one command (cli/cmd_<name>.c) by name. */
+/* varlog-cli: the common options, then one command (cli/cmd_<name>.c) by name; common
+ * options may also follow the command. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,7 @@ static void usage(FILE *out, const char *prog)
     fprintf(out,
             "usage: %s [OPTIONS] COMMAND [ARGS]\n"
             "\n"
-            "Options (before the command):\n"
+            "Options (before or after the command):\n"
             "  --mr HOST:PORT[,HOST:PORT]  the cluster's metadata repository; without it an\n"
             "                              embedded server is started in-process\n"
             "  -X KEY=VALUE                set a client property (CONFIGURATION.md); repeatable\n"
@@ -124,6 +126,66 @@ static int parse_common(cli_ctx_t *ctx, int argc, char **argv)
     return CLI_EXIT_OK;
 }
 
+/* Whether arg is a common option, and whether its value is the next argument. Only whole
+ * names count: an abbreviation after the command is the command's own (--topic is not
+ * --topics). */
+static bool is_common_option(const char *arg, bool *value_follows)
+{
+    static const char *const with_value[] = {"--mr", "--topics", "--log-streams", "-X"};
+    *value_follows = false;
+    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++) {
+        size_t n = strlen(with_value[i]);
+        if (strncmp(arg, with_value[i], n) != 0)
+            continue;
+        if (arg[n] == '\0') {
+            *value_follows = true;
+            return true;
+        }
+        if (arg[n] == '=' || (with_value[i][1] != '-' && arg[n] != '\0'))
+            return true; /* --mr=ADDR, -XKEY=VALUE */
+    }
+    return strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0;
+}
+
+/* Takes the common options that follow the command name out of the command's arguments and
+ * applies them, so that `varlog-cli append --mr ADDR` means `varlog-cli --mr ADDR append`.
+ * Stops at "--". Returns *argc_inout shortened, or a usage error as parse_common does. */
+static int parse_common_after_command(cli_ctx_t *ctx, int *argc_inout, char **argv)
+{
+    int argc = *argc_inout;
+    char **common = calloc((size_t)argc + 1, sizeof *common);
+    if (!common) {
+        fprintf(stderr, "%s: out of memory\n", ctx->prog);
+        return CLI_EXIT_FAIL;
+    }
+    int n_common = 0, kept = 1;
+    common[n_common++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        bool value_follows;
+        if (strcmp(argv[i], "--") == 0) {
+            while (i < argc)
+                argv[kept++] = argv[i++];
+            break;
+        }
+        if (!is_common_option(argv[i], &value_follows)) {
+            argv[kept++] = argv[i];
+            continue;
+        }
+        common[n_common++] = argv[i];
+        if (value_follows && i + 1 < argc)
+            common[n_common++] = argv[++i];
+    }
+    argv[kept] = NULL;
+    *argc_inout = kept;
+    int rc = CLI_EXIT_OK;
+    if (n_common > 1) {
+        cli_getopt_reset();
+        rc = parse_common(ctx, n_common, common);
+    }
+    free(common);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     cli_ctx_t ctx = {.prog = "varlog-cli", .embedded_topics = 1, .embedded_log_streams = 2};
@@ -158,8 +220,14 @@ int main(int argc, char **argv)
     }
     ctx.cmd = cmd->name;
     int first = optind; /* cli_getopt_reset zeroes optind */
+    int cmd_argc = argc - first;
+    rc = parse_common_after_command(&ctx, &cmd_argc, argv + first);
+    if (rc != CLI_EXIT_OK) {
+        varlog_conf_destroy(ctx.conf);
+        return rc;
+    }
     cli_getopt_reset();
-    rc = cmd->run(&ctx, argc - first, argv + first);
+    rc = cmd->run(&ctx, cmd_argc, argv + first);
     varlog_conf_destroy(ctx.conf);
     return rc;
 }

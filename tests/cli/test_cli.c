@@ -245,6 +245,10 @@ static void test_bad_arguments(void **state)
     expect_usage_error((const char *const[]){"--mr", f->addr, "trim", NULL}, "--until");
     expect_usage_error((const char *const[]){"--mr", f->addr, "peek", "extra", NULL}, "extra");
     expect_usage_error((const char *const[]){"--mr", f->addr, "topics", "-z", NULL}, "-z");
+    /* Common options after the command are checked as before it. */
+    expect_usage_error((const char *const[]){"topics", "--mr", NULL}, "--mr");
+    expect_usage_error((const char *const[]){"topics", "-X", "novalue", NULL}, "novalue");
+    expect_usage_error((const char *const[]){"topics", "--log-streams=x", NULL}, "x");
 }
 
 static void test_unreachable_cluster(void **state)
@@ -264,6 +268,11 @@ static void test_unreachable_cluster(void **state)
         if (r.status != 1 || !strstr(r.err, addr) || !strstr(r.err, "ERR_") ||
             count_lines(r.err) != 1)
             fail_msg("%s: status %d, stderr '%s'", cmds[i], r.status, r.err);
+        run_free(&r);
+        /* The same options after the command: the same cluster, not an embedded server. */
+        r = RUN_CLI("x\n", cmds[i], "--mr", addr, "-Xopen.timeout.ms=2000");
+        if (r.status != 1 || !strstr(r.err, addr) || count_lines(r.err) != 1)
+            fail_msg("%s --mr after: status %d, stderr '%s'", cmds[i], r.status, r.err);
         run_free(&r);
     }
 }
@@ -454,6 +463,18 @@ static void test_embedded(void **state)
     assert_int_equal(r.status, 0);
     assert_string_equal(r.err, "");
     assert_string_equal(r.out, "appended 1000 records, GLSN 1..1000\n");
+    run_free(&r);
+    /* Common options after the command, whole names only: --topic stays append's own. */
+    r = RUN_CLI(NULL, "topics", "--topics=2", "--log-streams", "2", "--quiet");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    assert_string_equal(r.out, "topic 1\n  log stream 1  appendable\n  log stream 2  appendable\n"
+                               "topic 2\n  log stream 3  appendable\n  log stream 4  appendable\n");
+    run_free(&r);
+    r = RUN_CLI(NULL, "append", "--topics", "2", "--topic", "2", "-q", "--count", "10");
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    assert_string_equal(r.out, "appended 10 records, GLSN 1..10\n");
     run_free(&r);
 }
 
