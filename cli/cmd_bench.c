@@ -90,6 +90,9 @@ static double cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
 }
 
+/* --rate's pacing step: records due within the next step go out at once. */
+#define RATE_STEP_NS 1000000
+
 static void sleep_until_ns(int64_t t)
 {
     struct timespec ts = {.tv_sec = t / 1000000000, .tv_nsec = t % 1000000000};
@@ -117,7 +120,8 @@ static void print_usage(const cli_ctx_t *ctx)
            "  --producers N   producer threads, 1..%d (default 1)\n"
            "  --count N       records to append (suffixes k, m)\n"
            "  --duration S    seconds to append for instead (default 10 when no --count)\n"
-           "  --rate R        at most R records/s over all producers (default: no limit)\n"
+           "  --rate R        at most R records/s over all producers, paced in 1 ms steps\n"
+           "                  (default: no limit)\n"
            "  --topic T       topic (default 1)\n"
            "  --json          print the summary as one JSON object\n"
            "  -h, --help      this text\n"
@@ -338,8 +342,14 @@ static void *produce(void *arg)
         } else if (now_ns() >= b->t_end_ns) {
             break;
         }
-        if (per_ns > 0)
-            sleep_until_ns(t0 + (int64_t)(per_ns * (double)i));
+        if (per_ns > 0) {
+            /* Asleep only when a step or more ahead: a sleep costs the process more CPU than an
+             * append (about 25 µs on a paravirtualised VM), and sleeping before every record
+             * of a fast rate would charge that to the library's CPU per record. */
+            int64_t due = t0 + (int64_t)(per_ns * (double)i);
+            if (due - now_ns() >= RATE_STEP_NS)
+                sleep_until_ns(due);
+        }
         memcpy(buf, &i, o->size < sizeof i ? o->size : sizeof i); /* records differ */
         varlog_record_t rec = {.data = buf, .len = o->size};
         int64_t sent = now_ns();

@@ -255,6 +255,13 @@ static void test_bench_text(void **state)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(r.out, want[i]))
             fail_msg("'%s' missing from: %s", want[i], r.out);
+    /* The limit holds: 2000 records at 20000/s cannot take less than 0.1 s, less the 1 ms
+     * pacing step (printed to 2 decimals). */
+    const char *in = strstr(r.out, "records appended in ");
+    assert_non_null(in);
+    double secs = strtod(in + strlen("records appended in "), NULL);
+    if (secs < 0.095)
+        fail_msg("2000 records at 20000/s took %.3f s: %s", secs, r.out);
     run_free(&r);
 }
 
