@@ -533,6 +533,7 @@ void *app_thread_main(void *arg)
 {
     varlog_appender_t *app = arg;
     pthread_setname_np(pthread_self(), "varlog-appender");
+    client_thread_own(app->c);
     app_thread_state_t ts = {.app = app};
     int64_t next_poll = 0;
     for (bool work = true;;) {

@@ -277,10 +277,28 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
     return VARLOG_OK;
 }
 
+/* The client whose thread this is, if any (see client_thread_own). */
+static _Thread_local const varlog_client_t *tls_own_client;
+
+void client_thread_own(const varlog_client_t *c)
+{
+    tls_own_client = c;
+}
+
 void varlog_client_destroy(varlog_client_t *c)
 {
     if (!c)
         return;
+    if (tls_own_client == c) {
+        /* Joining this thread from itself would fail or hang, and freeing the client under
+         * it would crash once the callback returned: refuse, loudly, and keep the client. */
+        errtext_set(VARLOG_ERR_STATE,
+                    "varlog_client_destroy: called on one of the client's own threads (from "
+                    "an append callback, a subscription handler or a stats callback), which "
+                    "it would have to join: nothing was destroyed");
+        log_line(&c->log, VARLOG_LOG_CRIT, VARLOG_LOG_CTX_CONF, "%s", varlog_last_error());
+        return;
+    }
     pthread_mutex_lock(&c->mu);
     c->closing = true;
     pthread_mutex_unlock(&c->mu);

@@ -68,6 +68,11 @@ struct varlog_client {
     struct varlog_subscription *subscriptions; /* open subscriptions (mu); destroy closes them */
 };
 
+/* Marks the calling thread, for its lifetime, as one of c's own: an appender's, a
+ * subscription's, the statistics' or the metadata refresher's. Destroy refuses to run there,
+ * since it would wait for that very thread. */
+void client_thread_own(const varlog_client_t *c);
+
 /* Registers a public call; CLOSED once destroy began. Every successful enter is paired with
  * client_leave. */
 varlog_err_t client_enter(varlog_client_t *c);

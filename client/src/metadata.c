@@ -621,6 +621,7 @@ void md_retain_channels(varlog_client_t *c)
 static void *refresher_main(void *arg)
 {
     varlog_client_t *c = arg;
+    client_thread_own(c);
     int64_t interval = c->conf->metadata_refresh_interval_ms;
     pthread_mutex_lock(&c->mu);
     while (!c->closing) {

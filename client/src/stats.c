@@ -214,6 +214,7 @@ void varlog_stats_json_free(char *json)
 static void *stats_thread_main(void *arg)
 {
     varlog_client_t *c = arg;
+    client_thread_own(c);
     client_stats_t *s = &c->cstats;
     int64_t next = wire_now_ms() + s->interval_ms;
     pthread_mutex_lock(&s->mu);

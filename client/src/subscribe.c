@@ -128,6 +128,7 @@ static void *sub_thread(void *arg)
 {
     varlog_subscription_t *sub = arg;
     pthread_setname_np(pthread_self(), "varlog-sub");
+    client_thread_own(sub->c);
     const varlog_subscribe_handlers_t *h = &sub->handlers;
     varlog_entry_t e;
     for (;;) {

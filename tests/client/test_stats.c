@@ -657,6 +657,66 @@ static void test_periodic_json_matches_doc(void **state)
     pthread_mutex_destroy(&e.mu);
 }
 
+typedef struct stats_destroyer {
+    _Atomic(varlog_client_t *) client; /* NULL until the test has it */
+    pthread_mutex_t mu;
+    bool tried;
+    char text[256];
+} stats_destroyer_t;
+
+static void destroy_from_stats(const char *json, size_t len, void *opaque)
+{
+    (void)json;
+    (void)len;
+    stats_destroyer_t *d = opaque;
+    varlog_client_t *c = atomic_load(&d->client);
+    pthread_mutex_lock(&d->mu);
+    bool tried = d->tried;
+    pthread_mutex_unlock(&d->mu);
+    if (!c || tried)
+        return;
+    varlog_client_destroy(c); /* refused: it would join this thread */
+    pthread_mutex_lock(&d->mu);
+    snprintf(d->text, sizeof d->text, "%s", varlog_last_error());
+    d->tried = true;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void set_destroy_cb(varlog_conf_t *conf, void *arg)
+{
+    varlog_conf_set_stats_cb(conf, destroy_from_stats, arg);
+}
+
+static bool destroy_tried(void *arg)
+{
+    stats_destroyer_t *d = arg;
+    pthread_mutex_lock(&d->mu);
+    bool tried = d->tried;
+    pthread_mutex_unlock(&d->mu);
+    return tried;
+}
+
+/* varlog_client_destroy from the stats callback would join the thread it runs on: refused
+ * with STATE, and the client stays usable and is destroyed later as usual. */
+static void test_destroy_from_stats_callback_refused(void **state)
+{
+    (void)state;
+    stats_destroyer_t d = {.tried = false};
+    atomic_init(&d.client, NULL);
+    pthread_mutex_init(&d.mu, NULL);
+    client_fixture_t f;
+    cf_start_adjusted(&f, 1, 1, set_destroy_cb, &d, "stats.interval.ms", "10", NULL);
+    atomic_store(&d.client, f.client);
+    assert_true(test_wait_until(destroy_tried, &d, cf_wait_bound_ms()));
+    if (!strstr(d.text, "own threads"))
+        fail_msg("destroy from the stats callback: last error '%s'", d.text);
+    char buf[REC_LEN] = {0};
+    varlog_record_t r = {buf, sizeof(buf)};
+    assert_int_equal(varlog_append(f.client, 1, &r, 1, -1, NULL, NULL), VARLOG_OK);
+    cf_stop(&f);
+    pthread_mutex_destroy(&d.mu);
+}
+
 static void test_no_thread_without_interval(void **state)
 {
     (void)state;
@@ -713,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_failures_by_outcome),
         cmocka_unit_test(test_queue_full_and_retries),
         cmocka_unit_test(test_reconnects),
+        cmocka_unit_test(test_destroy_from_stats_callback_refused),
         cmocka_unit_test(test_subscribe_entries_and_lag),
         cmocka_unit_test(test_periodic_json_matches_doc),
         cmocka_unit_test(test_no_thread_without_interval),

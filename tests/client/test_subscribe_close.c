@@ -1,8 +1,8 @@
 /* Closing subscriptions (varlog/subscribe.h) against the embedded server, from every thread
  * at the worst moments: from the test thread during a delivery, from another thread while a
  * handler blocks, from inside on_entry and on_end, while another thread waits in next; and
- * the client destroyed under open subscriptions. What a subscription reads is in
- * test_subscribe.c; what the two share is subscribe_fixture.h.
+ * the client destroyed under open subscriptions (and refused from a handler). What a subscription
+ * reads is in test_subscribe.c; what the two share is subscribe_fixture.h.
  *
  * Handlers run on the subscription's thread, where a cmocka assertion cannot stop the test:
  * they note what is wrong (atu_note_bad) and the test thread asserts that nothing was noted
@@ -304,6 +304,56 @@ static void test_destroy_waits_for_handler(void **state)
     t_finish();
 }
 
+typedef struct self_destroyer {
+    varlog_client_t *client;
+    atu_sync_t sync;
+    long entries;
+    bool destroy_returned;
+    char text[256];
+} self_destroyer_t;
+
+static void destroy_on_first_entry(const varlog_entry_t *e, void *opaque)
+{
+    (void)e;
+    self_destroyer_t *d = opaque;
+    if (d->entries == 0) {
+        varlog_client_destroy(d->client);
+        pthread_mutex_lock(&d->sync.mu);
+        snprintf(d->text, sizeof d->text, "%s", varlog_last_error());
+        d->destroy_returned = true;
+        pthread_mutex_unlock(&d->sync.mu);
+    }
+    pthread_mutex_lock(&d->sync.mu);
+    d->entries++;
+    pthread_cond_broadcast(&d->sync.cv);
+    pthread_mutex_unlock(&d->sync.mu);
+}
+
+/* varlog_client_destroy from a handler would join the thread it runs on: it is refused
+ * (STATE, the client kept), the subscription goes on delivering, and the client is destroyed
+ * from the test thread afterwards as usual. */
+static void test_destroy_from_handler_refused(void **state)
+{
+    (void)state;
+    t_start(1, 2, 100, NULL);
+    stu_append_n(T.f.client, &T.log, 1, 0, 20, 0, 1);
+    self_destroyer_t d = {.client = T.f.client};
+    atu_sync_init(&d.sync);
+    varlog_subscribe_handlers_t h = {.on_entry = destroy_on_first_entry, .opaque = &d};
+    assert_int_equal(varlog_subscribe(T.f.client, 1, 1, 21, &h, &T.sub), VARLOG_OK);
+    if (!atu_wait_at_least(&d.sync, &d.entries, 20, bound_ms()))
+        fail_msg("after a destroy from the handler: %ld of 20 entries", d.entries);
+    assert_true(d.destroy_returned);
+    if (!strstr(d.text, "own threads"))
+        fail_msg("destroy from a handler: last error '%s'", d.text);
+    /* The client still serves calls. */
+    stu_append_n(T.f.client, &T.log, 1, 0, 1, 0, 2);
+    varlog_subscription_close(&T.sub);
+    atu_sync_destroy(&d.sync);
+    atu_assert_nothing_bad();
+    t_finish();
+}
+
 /* An optional argument runs only the tests whose names match it (cmocka's pattern). */
 int main(int argc, char **argv)
 {
@@ -316,6 +366,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_close_wakes_next, teardown),
         cmocka_unit_test_teardown(test_destroy_with_open_subscriptions, teardown),
         cmocka_unit_test_teardown(test_destroy_waits_for_handler, teardown),
+        cmocka_unit_test_teardown(test_destroy_from_handler_refused, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

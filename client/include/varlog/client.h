@@ -85,9 +85,11 @@ VARLOG_API varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t 
  * return CLOSED. No log callback runs after it returns. Blocks for a bounded time (calls in
  * progress end promptly when cancelled), plus as long as a log callback already running on
  * one of the client's threads takes to return: destroy waits for it rather than free what
- * that thread still uses. Accepts NULL. Must not be called from a log callback or an append
- * callback, and the
- * client must not be used once it returned.
+ * that thread still uses. Accepts NULL. The client must not be used once it returned.
+ * Called on one of the client's own threads (from an append callback, a subscription handler,
+ * a stats callback), it would have to join the thread it runs on: it then destroys nothing,
+ * logs that at VARLOG_LOG_CRIT and sets varlog_last_error() (STATE), and the client stays
+ * usable; destroy it from another thread. Must not be called from a log callback.
  */
 VARLOG_API void varlog_client_destroy(varlog_client_t *client);
 
