@@ -84,8 +84,8 @@ typedef struct varlog_append_result {
  * may call varlog_appender_append on any appender (on its own appender a full queue gives
  * QUEUE_FULL at once whatever the timeout: only the callback's return can make room) and any
  * client function; varlog_appender_flush and varlog_appender_close on its own appender
- * return VARLOG_ERR_STATE. A slow callback delays the callbacks after it and, once the
- * queue is full, the producers. */
+ * return VARLOG_ERR_STATE, and varlog_client_destroy is refused the same way (see there).
+ * A slow callback delays the callbacks after it and, once the queue is full, the producers. */
 typedef void varlog_append_cb(const varlog_append_result_t *result, void *opaque);
 
 /*

@@ -105,7 +105,8 @@ VARLOG_API varlog_err_t varlog_stats_get(varlog_client_t *client, varlog_stats_t
  * The periodic emit: json is one JSON document (the snapshot of varlog_stats_get, schema in
  * docs/STATISTICS.md), len bytes, NUL-terminated, valid only during the call (copy what must
  * outlive it). Runs on the client's "varlog-stats" thread, once every stats.interval.ms, never
- * with a library lock held; it may call any client function except varlog_client_destroy.
+ * with a library lock held; it may call any client function (varlog_client_destroy returns
+ * at once there, refused with VARLOG_ERR_STATE: it would have to join this thread).
  * A slow callback delays the next emit, nothing else. No call runs after
  * varlog_client_destroy returned (destroy joins the thread first).
  */

@@ -71,7 +71,9 @@ typedef struct varlog_entry {
 typedef struct varlog_subscription varlog_subscription_t;
 
 /* What a handler-form subscription calls, on its own thread. on_entry is required; on_end
- * and on_error may be NULL. No handler runs after varlog_subscription_close returned. */
+ * and on_error may be NULL. No handler runs after varlog_subscription_close returned. A
+ * handler may close its own subscription; varlog_client_destroy is refused there
+ * (VARLOG_ERR_STATE: it would have to join this thread). */
 typedef struct varlog_subscribe_handlers {
     void (*on_entry)(const varlog_entry_t *entry, void *opaque);
     /* Every entry of the range was delivered. */
