@@ -309,11 +309,14 @@ static void test_delayed_replica_times_out(void **state)
     assert_int_equal(varlog_server_delay(f.srv, PATH_RMD, 120000), VARLOG_OK);
     assert_int_equal(varlog_server_delay(f.srv, PATH_TRIM, 120000), VARLOG_OK);
     int64_t slack = cf_wait_bound_ms();
+    /* The lower bounds leave room below each timeout: the server enforces the deadline as
+     * well, from the grpc-timeout header and gRPC core's clock reading cached per poll, which
+     * on a slow run (valgrind) lags, so its expiry can come tens of ms before the client's. */
 
     int64_t t0 = test_now_ms();
     assert_int_equal(varlog_peek(f.client, 1, 1, 300, &first, &last, NULL), VARLOG_ERR_TIMED_OUT);
     int64_t took = test_now_ms() - t0;
-    assert_true(took >= 250);
+    assert_true(took >= 150);
     assert_true(took < 300 + slack);
     assert_untouched(first);
     assert_untouched(last);
@@ -323,13 +326,14 @@ static void test_delayed_replica_times_out(void **state)
     t0 = test_now_ms();
     assert_int_equal(varlog_peek(f.client, 1, 1, -1, &first, &last, NULL), VARLOG_ERR_TIMED_OUT);
     took = test_now_ms() - t0;
-    assert_true(took >= call_timeout - 50);
-    assert_true(took < call_timeout + slack);
+    if (took < call_timeout * 3 / 4 || took >= call_timeout + slack)
+        fail_msg("peek with metadata.call.timeout.ms %lld took %lld ms: %s",
+                 (long long)call_timeout, (long long)took, varlog_last_error());
 
     t0 = test_now_ms();
     assert_int_equal(varlog_trim(f.client, 1, 1, 300), VARLOG_ERR_TIMED_OUT);
     took = test_now_ms() - t0;
-    assert_true(took >= 250);
+    assert_true(took >= 150);
     assert_true(took < 300 + slack);
     assert_text_has("trim: topic 1");
 

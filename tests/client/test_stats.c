@@ -586,8 +586,13 @@ static void test_periodic_json_matches_doc(void **state)
     varlog_subscription_t *sub = NULL;
     assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 21, &sub), VARLOG_OK);
 
-    /* A document taken after the appends: every field is there, log_streams has elements. */
-    doc_wait_t w = {.e = &e, .records = 20};
+    /* A document taken after the appends and the subscribe: every field is there,
+     * log_streams has elements. One emit may be under way, its snapshot taken before the
+     * subscribe: the one after it is the first that must show the subscription. */
+    pthread_mutex_lock(&e.mu);
+    long emitted = e.count;
+    pthread_mutex_unlock(&e.mu);
+    doc_wait_t w = {.e = &e, .records = 20, .count_above = emitted + 1};
     assert_true(test_wait_until(doc_shows, &w, cf_wait_bound_ms()));
     fields_t doc = {.n = 0}, got = {.n = 0};
     read_doc_fields(&doc);

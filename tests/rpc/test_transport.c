@@ -143,7 +143,9 @@ static void test_unary_deadline(void **state)
         rpc_unary(f->client, f->svc.addr, UNARY, &req.base, response_desc, 100, &resp, NULL),
         VARLOG_ERR_RPC_DEADLINE_EXCEEDED);
     int64_t took = test_now_ms() - start;
-    assert_true(took >= 90);
+    /* Not much below 100: the in-process server enforces the deadline too, from gRPC core's
+     * clock reading cached per poll, which lags on a slow (sanitizer, valgrind) run. */
+    assert_true(took >= 50);
     assert_true(took < 5000); /* far below the server's 10 s delay */
     assert_null(resp);
 }
@@ -293,9 +295,19 @@ static void test_bidi_failure_is_sticky(void **state)
     req.seq = 1;
     rpc_stream_t *s = NULL;
     assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, &req.base, &s), VARLOG_OK);
+    /* The third answer needs the first two sends; once the failure came back (it may, on a
+     * slow or loaded machine, before the last sends), every later send reports it. */
+    varlog_err_t failed = VARLOG_OK;
     for (int i = 0; i < 5; i++) {
         req.seq = (uint64_t)i + 2;
-        assert_int_equal(rpc_stream_send(s, &req.base), VARLOG_OK);
+        varlog_err_t rc = rpc_stream_send(s, &req.base);
+        if (i < 2 || failed == VARLOG_OK) {
+            if (rc != VARLOG_OK && (i < 2 || rc != VARLOG_ERR_RPC_FAILED_PRECONDITION))
+                fail_msg("send %d: error %d", i, (int)rc);
+            failed = rc;
+        } else {
+            assert_int_equal(rc, failed);
+        }
     }
     /* Three answers, then the status; requests after the failing one get nothing. */
     for (uint64_t i = 0; i < 3; i++) {
