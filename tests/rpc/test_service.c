@@ -291,9 +291,10 @@ static void call_done(rpc_server_call_t *call, bool cancelled, void *arg)
     /* The call is over: the API refuses further work without touching gRPC. */
     assert_int_equal(rpc_server_call_finish(call, GRPC_STATUS_OK, NULL, NULL, 0), VARLOG_ERR_STATE);
     rpc_server_call_wake(call);
-    atomic_fetch_add(&s->done, 1);
+    /* done last: a test that waits for done == started then reads done_cancelled. */
     if (cancelled)
         atomic_fetch_add(&s->done_cancelled, 1);
+    atomic_fetch_add(&s->done, 1);
 }
 
 static void svc_methods(struct svc *s)
