@@ -621,6 +621,8 @@ void md_retain_channels(varlog_client_t *c)
 static void *refresher_main(void *arg)
 {
     varlog_client_t *c = arg;
+    /* Named here too: the creator's naming may come after this thread's first log line. */
+    pthread_setname_np(pthread_self(), "varlog-meta");
     client_thread_own(c);
     int64_t interval = c->conf->metadata_refresh_interval_ms;
     pthread_mutex_lock(&c->mu);

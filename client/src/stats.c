@@ -214,6 +214,8 @@ void varlog_stats_json_free(char *json)
 static void *stats_thread_main(void *arg)
 {
     varlog_client_t *c = arg;
+    /* Named here too: the creator's naming may come after this thread's first callback. */
+    pthread_setname_np(pthread_self(), "varlog-stats");
     client_thread_own(c);
     client_stats_t *s = &c->cstats;
     int64_t next = wire_now_ms() + s->interval_ms;

@@ -9,6 +9,8 @@
 static void *io_thread_main(void *arg)
 {
     rpc_client_t *c = arg;
+    /* Named here too: the creator names it only once pthread_create returned. */
+    pthread_setname_np(pthread_self(), "varlog-io");
     for (;;) {
         grpc_event ev =
             grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
