@@ -74,21 +74,24 @@ static int set_property(cli_ctx_t *ctx, const char *kv)
     return CLI_EXIT_OK;
 }
 
+/* The common options. --help/-h is listed apart: after the command it is the command's. */
+enum { OPT_MR = 256, OPT_TOPICS, OPT_LOG_STREAMS };
+static const struct option COMMON_LONG[] = {
+    {"mr", required_argument, NULL, OPT_MR},
+    {"topics", required_argument, NULL, OPT_TOPICS},
+    {"log-streams", required_argument, NULL, OPT_LOG_STREAMS},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+#define COMMON_SHORT "X:q"
+
 static int parse_common(cli_ctx_t *ctx, int argc, char **argv)
 {
-    enum { OPT_MR = 256, OPT_TOPICS, OPT_LOG_STREAMS };
-    static const struct option longopts[] = {
-        {"mr", required_argument, NULL, OPT_MR},
-        {"topics", required_argument, NULL, OPT_TOPICS},
-        {"log-streams", required_argument, NULL, OPT_LOG_STREAMS},
-        {"quiet", no_argument, NULL, 'q'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     /* '+': stop at the command name, whose options are the command's own. */
     int c;
     int64_t n;
-    while ((c = getopt_long(argc, argv, "+:X:qh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:" COMMON_SHORT "h", COMMON_LONG, NULL)) != -1) {
         switch (c) {
         case OPT_MR:
             if (optarg[0] == '\0') {
@@ -131,20 +134,32 @@ static int parse_common(cli_ctx_t *ctx, int argc, char **argv)
  * --topics). */
 static bool is_common_option(const char *arg, bool *value_follows)
 {
-    static const char *const with_value[] = {"--mr", "--topics", "--log-streams", "-X"};
     *value_follows = false;
-    for (size_t i = 0; i < sizeof with_value / sizeof with_value[0]; i++) {
-        size_t n = strlen(with_value[i]);
-        if (strncmp(arg, with_value[i], n) != 0)
+    if (arg[0] != '-' || arg[1] == '\0')
+        return false;
+    if (arg[1] != '-') { /* -q, -X VALUE, -XVALUE */
+        const char *o = strchr(COMMON_SHORT, arg[1]);
+        if (!o || *o == ':')
+            return false;
+        bool takes_value = o[1] == ':';
+        if (!takes_value)
+            return arg[2] == '\0';
+        *value_follows = arg[2] == '\0';
+        return true;
+    }
+    for (const struct option *o = COMMON_LONG; o->name; o++) {
+        size_t n = strlen(o->name);
+        if (o->val == 'h' || strncmp(arg + 2, o->name, n) != 0)
             continue;
-        if (arg[n] == '\0') {
-            *value_follows = true;
+        char end = arg[2 + n];
+        if (end == '\0') {
+            *value_follows = o->has_arg == required_argument;
             return true;
         }
-        if (arg[n] == '=' || (with_value[i][1] != '-' && arg[n] != '\0'))
-            return true; /* --mr=ADDR, -XKEY=VALUE */
+        if (end == '=' && o->has_arg == required_argument)
+            return true; /* --mr=ADDR */
     }
-    return strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0;
+    return false;
 }
 
 /* Takes the common options that follow the command name out of the command's arguments and
