@@ -57,7 +57,9 @@ typedef struct lookup_retry {
     varlog_client_t *c;
     void *arg;
     void (*after)(void *arg);
+    void (*after_err)(void *arg, varlog_err_t lookup_err);
     void (*release)(void *arg);
+    varlog_err_t err; /* the lookup's; CLOSED until the handler ran */
 } lookup_retry_t;
 
 static int lookup_retry_handler(vq_ctx_t *ctx, void *arg)
@@ -66,7 +68,7 @@ static int lookup_retry_handler(vq_ctx_t *ctx, void *arg)
     lookup_retry_t *r = arg;
     atomic_fetch_add(&r->c->stats.lookups, 1);
     vq_batch_item_t item = {.key = r, .bound = vq_now_ns(), .has_bound = true};
-    (void)vq_batcher_lookup(r->c->batcher, &item);
+    r->err = (varlog_err_t)vq_batcher_lookup(r->c->batcher, &item);
     return 0;
 }
 
@@ -74,7 +76,10 @@ static void lookup_retry_after(void *arg, int result)
 {
     (void)result; /* a failed lookup still lets the retry go: it fails on its own then */
     lookup_retry_t *r = arg;
-    r->after(r->arg);
+    if (r->after_err)
+        r->after_err(r->arg, r->err);
+    else
+        r->after(r->arg);
 }
 
 static void lookup_retry_release(void *arg)
@@ -86,13 +91,14 @@ static void lookup_retry_release(void *arg)
     client_retry_task_end(c);
 }
 
-bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
-                                void (*after)(void *arg), void (*release)(void *arg))
+static bool submit_lookup(varlog_client_t *c, int64_t delay_ns, lookup_retry_t proto)
 {
     lookup_retry_t *r = malloc(sizeof(*r));
     if (!r)
         return false;
-    *r = (lookup_retry_t){.c = c, .arg = arg, .after = after, .release = release};
+    *r = proto;
+    r->c = c;
+    r->err = VARLOG_ERR_CLOSED;
     vq_task_spec_t spec = {
         .handler = lookup_retry_handler,
         .arg = r,
@@ -113,6 +119,21 @@ bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
     client_retry_task_end(c);
     free(r);
     return false;
+}
+
+bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
+                                void (*after)(void *arg), void (*release)(void *arg))
+{
+    return submit_lookup(c, delay_ns,
+                         (lookup_retry_t){.arg = arg, .after = after, .release = release});
+}
+
+bool client_submit_lookup(varlog_client_t *c, void *arg,
+                          void (*after)(void *arg, varlog_err_t lookup_err),
+                          void (*release)(void *arg))
+{
+    return submit_lookup(c, 0,
+                         (lookup_retry_t){.arg = arg, .after_err = after, .release = release});
 }
 
 bool client_closing(varlog_client_t *c)

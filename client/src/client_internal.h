@@ -94,6 +94,16 @@ void client_retry_task_end(varlog_client_t *c);
 bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
                                 void (*after)(void *arg), void (*release)(void *arg));
 
+/* A metadata lookup on the client's engine, now: through the batcher, so that it shares one
+ * GetMetadata with concurrent lookups, and fresh (the call starts after this one was
+ * submitted). Then after(arg, err) on an engine worker with the lookup's result (CLOSED when
+ * the engine shut down first), and release(arg) once the engine is done with it. A retry
+ * task, as client_submit_lookup_retry's; false when the engine refused it or no memory: then
+ * neither callback runs. */
+bool client_submit_lookup(varlog_client_t *c, void *arg,
+                          void (*after)(void *arg, varlog_err_t lookup_err),
+                          void (*release)(void *arg));
+
 /* Remaining milliseconds until deadline_ms (< 0 = none → -1); 0 when passed. */
 int64_t client_remaining_ms(int64_t deadline_ms);
 

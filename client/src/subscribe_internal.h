@@ -77,11 +77,15 @@ struct varlog_subscription {
     uint64_t wanted; /* the next position to deliver */
     sub_ls_t **ls;   /* by pointer: the notify hooks keep theirs while the array grows */
     size_t n_ls, cap_ls;
-    tq_t *heap;               /* heads of the log streams that have one, by position */
-    sub_ls_t *delivered;      /* the log stream of the entry handed out last */
-    uint64_t view_index;      /* applied index of the metadata last scanned for log streams */
-    int64_t next_check_ms;    /* next look at the metadata and for stalled streams */
-    bool gap_checked;         /* the metadata was looked at for the current gap already */
+    tq_t *heap;            /* heads of the log streams that have one, by position */
+    sub_ls_t *delivered;   /* the log stream of the entry handed out last */
+    uint64_t view_index;   /* applied index of the metadata last scanned for log streams */
+    int64_t next_check_ms; /* next look at the metadata and for stalled streams */
+    /* A gap: the wanted GLSN is in no head while every log stream holds one or finished. A
+     * fresh metadata lookup tells whether a log stream the subscription does not read holds
+     * it; gap_gen names the lookup asked for the current gap (0: none asked). */
+    uint64_t gap_gen, gap_gens;
+    int64_t gap_next_ask_ms;  /* after a failed lookup: no new one before this */
     int64_t blocked_since_ms; /* the merge waits for a log stream without a head since (0: not) */
     varlog_err_t result;      /* VARLOG_OK while running; END or the failure, sticky */
     char why[512];            /* result's text */
@@ -96,17 +100,19 @@ struct varlog_subscription {
     atomic_uint_fast64_t n_seen_max;
 
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* news, a reopen, closing; the consumer waits on it */
-    pthread_cond_t idle; /* in_next reached 0, or shutdown finished */
-    bool waiting;        /* the consumer sleeps on wake */
-    bool batching;       /* ... until wakeup_entries messages arrived (or its wait ends) */
-    unsigned news_count; /* hook calls since the consumer last took the news */
-    sub_ls_t *news;      /* log streams with news (queued) */
-    bool closing;        /* close or client destroy began */
-    bool shut;           /* streams released, thread joined: only the handle remains */
-    bool shutting;       /* a thread is doing the shutdown */
-    unsigned in_next;    /* varlog_subscription_next calls inside */
-    bool detached;       /* closed from its own handler: the thread frees it */
+    pthread_cond_t wake;         /* news, a reopen, closing; the consumer waits on it */
+    pthread_cond_t idle;         /* in_next reached 0, or shutdown finished */
+    bool waiting;                /* the consumer sleeps on wake */
+    bool batching;               /* ... until wakeup_entries messages arrived (or its wait ends) */
+    unsigned news_count;         /* hook calls since the consumer last took the news */
+    sub_ls_t *news;              /* log streams with news (queued) */
+    bool closing;                /* close or client destroy began */
+    bool shut;                   /* streams released, thread joined: only the handle remains */
+    bool shutting;               /* a thread is doing the shutdown */
+    unsigned in_next;            /* varlog_subscription_next calls inside */
+    bool detached;               /* closed from its own handler: the thread frees it */
+    uint64_t gap_answered;       /* the gap lookup that answered last (its gap_gen) */
+    varlog_err_t gap_answer_err; /* and its result */
     varlog_subscription_stats_t stats;
 
     pthread_t thread;

@@ -151,6 +151,101 @@ static void schedule_reopen(varlog_subscription_t *sub, sub_ls_t *ls)
     }
 }
 
+/* ---- gaps ---------------------------------------------------------------------------------- */
+
+typedef struct sub_gap_lookup {
+    varlog_subscription_t *sub;
+    uint64_t gen;
+} sub_gap_lookup_t;
+
+static void gap_lookup_after(void *arg, varlog_err_t lookup_err)
+{
+    sub_gap_lookup_t *g = arg;
+    varlog_subscription_t *sub = g->sub;
+    pthread_mutex_lock(&sub->mu);
+    sub->gap_answered = g->gen;
+    sub->gap_answer_err = lookup_err;
+    bool wake = sub->waiting && !sub->closing;
+    pthread_mutex_unlock(&sub->mu);
+    if (wake)
+        pthread_cond_signal(&sub->wake);
+}
+
+static void gap_lookup_release(void *arg)
+{
+    sub_gap_lookup_t *g = arg;
+    sub_unref(g->sub);
+    free(g);
+}
+
+typedef enum { GAP_WAIT, GAP_SKIP } gap_verdict_t;
+
+static int64_t check_interval_ms(const varlog_subscription_t *sub);
+
+/* The wanted GLSN is in no head and every log stream the subscription reads holds a later
+ * one or finished. A topic's GLSNs are dense, so it is in a log stream the subscription does
+ * not read yet (added after it started; the client's metadata may not show it), or gone
+ * (trimmed, or below the first entry). Only metadata fetched after the gap was seen tells:
+ * until it answers, wait; when it shows log streams not read yet, read them and wait for
+ * their heads; when it shows none, the GLSNs up to the least head are in no log stream. A
+ * failed lookup is asked again after subscribe.retry.backoff.ms. Consumer only. */
+static gap_verdict_t gap_resolve(varlog_subscription_t *sub, uint64_t least_head)
+{
+    if (sub->wanted == 0) /* no entry has GLSN 0 */
+        return GAP_SKIP;
+    pthread_mutex_lock(&sub->mu);
+    bool answered = sub->gap_gen != 0 && sub->gap_answered == sub->gap_gen;
+    varlog_err_t lookup_err = sub->gap_answer_err;
+    pthread_mutex_unlock(&sub->mu);
+    int64_t now = wire_now_ms();
+    if (sub->gap_gen == 0) {
+        if (now < sub->gap_next_ask_ms)
+            return GAP_WAIT;
+        sub_gap_lookup_t *g = malloc(sizeof(*g));
+        if (!g) {
+            sub->gap_next_ask_ms = now + check_interval_ms(sub);
+            return GAP_WAIT;
+        }
+        *g = (sub_gap_lookup_t){.sub = sub, .gen = ++sub->gap_gens};
+        sub_ref(sub);
+        if (!client_submit_lookup(sub->c, g, gap_lookup_after, gap_lookup_release)) {
+            sub_unref(sub);
+            free(g);
+            sub->gap_next_ask_ms = now + check_interval_ms(sub);
+            return GAP_WAIT;
+        }
+        sub->gap_gen = g->gen;
+        return GAP_WAIT;
+    }
+    if (!answered)
+        return GAP_WAIT;
+    sub->gap_gen = 0;
+    if (lookup_err != VARLOG_OK) {
+        log_line(&sub->c->log, VARLOG_LOG_INFO, VARLOG_LOG_CTX_SUBSCRIBE,
+                 "subscription of topic %d waits for GLSN %" PRIu64
+                 ": the metadata lookup that would tell where it is failed (%s); asking again",
+                 sub->topic_id, sub->wanted, varlog_err_str(lookup_err));
+        sub->gap_next_ask_ms = now + sub->c->conf->subscribe_retry_backoff_ms;
+        return GAP_WAIT;
+    }
+    size_t before = sub->n_ls;
+    md_view_t *view = md_current(sub->c);
+    varlog_err_t err = sub_add_log_streams(sub, view);
+    md_view_unref(view);
+    if (err != VARLOG_OK) {
+        sub_fail(sub, err, "subscribe: out of memory adding a log stream");
+        return GAP_WAIT;
+    }
+    if (sub->n_ls != before)
+        return GAP_WAIT;
+    log_line(&sub->c->log, VARLOG_LOG_NOTICE, VARLOG_LOG_CTX_SUBSCRIBE,
+             "subscription of topic %d: GLSNs %" PRIu64 "..%" PRIu64
+             " are in no log stream of the topic (trimmed, or below its first entry); going on "
+             "from GLSN %" PRIu64,
+             sub->topic_id, sub->wanted, least_head - 1, least_head);
+    return GAP_SKIP;
+}
+
 /* ---- one log stream's stream --------------------------------------------------------------- */
 
 static void release_held(sub_ls_t *ls)
@@ -539,7 +634,8 @@ static varlog_err_t wait_news(varlog_subscription_t *sub, int64_t deadline_ms)
         wait_us = sub->wakeup_wait_us;
     sub->since_sleep = 0;
     pthread_mutex_lock(&sub->mu);
-    if (!sub->news && !sub->closing && wait_us > 0) {
+    bool gap_answered = sub->gap_gen != 0 && sub->gap_answered == sub->gap_gen;
+    if (!sub->news && !sub->closing && !gap_answered && wait_us > 0) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         ts.tv_sec += (time_t)(wait_us / 1000000);
@@ -627,7 +723,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 out->data = ls->head.data;
                 out->len = ls->head.len;
                 sub->wanted = min.glsn + 1;
-                sub->gap_checked = false;
+                sub->gap_gen = 0; /* a lookup in flight no longer answers for a gap */
                 sub->blocked_since_ms = 0;
                 bump(&sub->n_entries, 1);
                 sub->since_sleep++;
@@ -636,27 +732,26 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 return VARLOG_OK;
             }
             /* The wanted position is in no head. It may still come from a log stream without
-             * one; when every log stream has a head or finished, none holds it (a position
-             * below the first entry, say): go on from the least head, once the metadata was
-             * checked for log streams not read yet. */
+             * one; when every log stream has a head or finished, none of them holds it. In
+             * LLSN order (one log stream) it is gone; in GLSN order another log stream may
+             * hold it (gap_resolve). */
             if (!heads_complete(sub)) {
                 if (sub->blocked_since_ms == 0)
                     sub->blocked_since_ms = wire_now_ms();
                 break;
             }
-            if (!sub->gap_checked) {
-                sub->gap_checked = true;
-                size_t before = sub->n_ls;
-                periodic_check(sub, wire_now_ms());
-                if (sub->n_ls != before)
-                    break;
-            }
+            if (sub->order == SUB_BY_GLSN && gap_resolve(sub, min.glsn) == GAP_WAIT)
+                break;
             sub->wanted = min.glsn;
             atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
         }
         if (sub->result != VARLOG_OK)
             continue;
-        if (sub->wanted >= sub->end || (tq_size(sub->heap) == 0 && all_finished(sub))) {
+        /* Every log stream read ended short of the end: in GLSN order, a log stream not
+         * read yet may hold the rest. */
+        if (sub->wanted >= sub->end ||
+            (tq_size(sub->heap) == 0 && all_finished(sub) &&
+             (sub->order != SUB_BY_GLSN || gap_resolve(sub, sub->end) == GAP_SKIP))) {
             finish(sub);
             continue;
         }
