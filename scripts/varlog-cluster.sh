@@ -1,0 +1,585 @@
+#!/usr/bin/env bash
+# Starts and stops a Varlog v0.30 cluster on loopback for tests and benchmarks, and injects
+# the faults the cluster tests need. See `varlog-cluster.sh --help`.
+set -euo pipefail
+
+SCRIPT=$(readlink -f "${BASH_SOURCE[0]}")
+REPO=$(dirname "$(dirname "$SCRIPT")")
+
+usage() {
+    cat <<'EOF'
+Usage: varlog-cluster.sh COMMAND --dir DIR [options]
+
+Runs a Varlog cluster on 127.0.0.1 from a Varlog v0.30 `bin` directory: metadata
+repository (MR) nodes, one admin (varlogadm) and storage nodes (SN), on free ports taken
+from a range (never Varlog's defaults), with data, logs and the state file in DIR.
+
+Binaries: $VARLOG_BIN, or --bin DIR. Without either, ../shared/varlog relative to the
+repository root is unpacked (its ./unpack) into build/varlog-bin once and used.
+
+Commands:
+  start       start a cluster; writes DIR/cluster.env (shell-sourceable) and prints it
+              --sns N           storage nodes (default 1)
+              --rf R            replication factor, R <= N (default 1)
+              --mrs M           metadata repository nodes, 1 or 3 (default 1)
+              --topics T        topics (default 1)
+              --log-streams L   log streams per topic (default 1)
+              --auto-unseal     varlogadm --auto-unseal
+              --owner-pid PID   stop everything when process PID exits (a supervisor
+                                polls it every second; covers SIGKILL of the owner)
+              --sn-arg ARG      extra varlogsn argument (repeatable), e.g.
+                                --sn-arg=--storage-datadb-no-sync
+              --port-range LO-HI  ports to pick from (default 20000-32000)
+  stop        SIGTERM every process started for DIR, SIGKILL after --term-timeout
+              seconds (default 10), remove the data (logs and cluster.env.stopped stay)
+  kill-sn K   SIGKILL storage node K (1-based)        restart-sn K   same flags, volume
+  kill-mr K   SIGKILL MR node K (1-based)             restart-mr K   same flags, raft dir
+  add-ls      varlogctl logstream add --timeout 60s [--topic T]; prints the new id
+  seal L      varlogctl logstream seal   [--topic T] (topic default: the first)
+  unseal L    varlogctl logstream unseal [--topic T]
+  ctl ARGS    runs varlogctl ARGS --admin ADDR (ARGS before --admin)
+  logs        prints the tail of every process's log [--lines N] (default 30)
+  status      prints cluster.env and which processes are alive
+
+cluster.env: VARLOG_MR_ADDRS (comma-separated, for metadata.addresses), VARLOG_ADMIN_ADDR,
+VARLOG_TOPIC_ID (the first topic), VARLOG_TOPIC_IDS, VARLOG_LOG_STREAMS (of the first
+topic, comma-separated), VARLOG_TOPIC_<T>_LOG_STREAMS, VARLOG_SN_COUNT, VARLOG_SN_<K>_ADDR,
+_PID, _ID, _VOLUME, VARLOG_MR_COUNT, VARLOG_MR_<K>_ADDR, _RAFT, _DEBUG, _PID,
+VARLOG_ADMIN_PID, VARLOG_SUPERVISOR_PID, VARLOG_BIN, VARLOG_READY=1 once start finished.
+Rewritten (atomically) by every command that changes it; a PID of 0 means not running.
+
+Example:
+  scripts/varlog-cluster.sh start --dir build/c1 --sns 3 --rf 3 --log-streams 2
+  . build/c1/cluster.env; build/cli/varlog-cli --mr "$VARLOG_MR_ADDRS" topics
+  scripts/varlog-cluster.sh stop --dir build/c1
+EOF
+}
+
+die() {
+    echo "varlog-cluster: $*" >&2
+    exit 1
+}
+say() { echo "varlog-cluster: $*" >&2; }
+
+# ---- options ---------------------------------------------------------------------------------
+CMD=${1:-}
+[[ -z $CMD || $CMD == -h || $CMD == --help || $CMD == help ]] && {
+    usage
+    exit 0
+}
+shift
+DIR= SNS=1 RF=1 MRS=1 TOPICS=1 LSS=1 AUTO_UNSEAL=0 OWNER=0 BIN=${VARLOG_BIN:-} TOPIC=
+PORT_LO=20000 PORT_HI=32000 TERM_TIMEOUT=10 LINES=30 FROM_SUPERVISOR=0
+SN_ARGS=() POS=()
+while (($#)); do
+    case $1 in
+    --dir) DIR=$2; shift ;;
+    --dir=*) DIR=${1#*=} ;;
+    --sns) SNS=$2; shift ;;
+    --rf) RF=$2; shift ;;
+    --mrs) MRS=$2; shift ;;
+    --topics) TOPICS=$2; shift ;;
+    --log-streams) LSS=$2; shift ;;
+    --auto-unseal) AUTO_UNSEAL=1 ;;
+    --owner-pid) OWNER=$2; shift ;;
+    --bin) BIN=$2; shift ;;
+    --topic) TOPIC=$2; shift ;;
+    --sn-arg) SN_ARGS+=("$2"); shift ;;
+    --sn-arg=*) SN_ARGS+=("${1#*=}") ;;
+    --port-range) PORT_LO=${2%-*}; PORT_HI=${2#*-}; shift ;;
+    --term-timeout) TERM_TIMEOUT=$2; shift ;;
+    --lines) LINES=$2; shift ;;
+    --from-supervisor) FROM_SUPERVISOR=1 ;;
+    -h | --help) usage; exit 0 ;;
+    --) shift; POS+=("$@"); break ;;
+    *) POS+=("$1") ;;
+    esac
+    shift
+done
+[[ -n $DIR ]] || die "--dir DIR is required (see --help)"
+mkdir -p "$DIR"
+DIR=$(readlink -f "$DIR")
+ENV_FILE=$DIR/cluster.env
+LOGS=$DIR/logs
+DATA=$DIR/data
+
+int_opt() { [[ $2 =~ ^[0-9]+$ ]] || die "$1 wants a number, not '$2'"; }
+
+# ---- state -----------------------------------------------------------------------------------
+# Everything a later command needs is in cluster.env; commands load it, change variables and
+# write it back whole, through a rename so that a reader never sees half a file.
+load_env() {
+    [[ -f $ENV_FILE ]] || die "no cluster in $DIR ($ENV_FILE missing)"
+    # shellcheck disable=SC1090
+    . "$ENV_FILE"
+}
+
+# KEY='value': readable by a shell and, without a shell, by stripping the quotes ('\'' is
+# the only escape, for a quote inside a value).
+kv() {
+    local val=${2//\'/\'\\\'\'}
+    printf "%s='%s'\n" "$1" "$val"
+}
+
+save_env() {
+    local tmp=$ENV_FILE.tmp.$$ k t
+    {
+        echo "# written by scripts/varlog-cluster.sh; sourceable"
+        for v in VARLOG_CLUSTER_DIR VARLOG_BIN VARLOG_CLUSTER_ID VARLOG_RF VARLOG_AUTO_UNSEAL \
+            VARLOG_OWNER_PID VARLOG_SUPERVISOR_PID VARLOG_MR_COUNT VARLOG_MR_ADDRS \
+            VARLOG_ADMIN_ADDR VARLOG_ADMIN_PID VARLOG_SN_COUNT VARLOG_SN_ADDRS VARLOG_SN_ARGS \
+            VARLOG_TOPIC_IDS VARLOG_TOPIC_ID VARLOG_LOG_STREAMS; do
+            kv "$v" "${!v:-}"
+        done
+        for ((k = 1; k <= ${VARLOG_MR_COUNT:-0}; k++)); do
+            for f in ADDR RAFT DEBUG PID DIR JOIN; do
+                v=VARLOG_MR_${k}_$f
+                kv "$v" "${!v:-}"
+            done
+        done
+        for ((k = 1; k <= ${VARLOG_SN_COUNT:-0}; k++)); do
+            for f in ADDR ID PID VOLUME; do
+                v=VARLOG_SN_${k}_$f
+                kv "$v" "${!v:-}"
+            done
+        done
+        for t in ${VARLOG_TOPIC_IDS//,/ }; do
+            v=VARLOG_TOPIC_${t}_LOG_STREAMS
+            kv "$v" "${!v:-}"
+        done
+        kv VARLOG_READY "${VARLOG_READY:-0}"
+    } >"$tmp"
+    mv -f "$tmp" "$ENV_FILE"
+}
+
+# ---- binaries --------------------------------------------------------------------------------
+find_bin() {
+    if [[ -z $BIN ]]; then
+        local shared=$REPO/../shared/varlog
+        [[ -x $shared/unpack ]] ||
+            die "no Varlog binaries: set VARLOG_BIN=DIR (a Varlog v0.30 bin directory) or --bin DIR, or provide ../shared/varlog"
+        BIN=$REPO/build/varlog-bin
+        if [[ ! -x $BIN/varlogsn ]]; then
+            # One unpack at a time: test programs may start side by side.
+            mkdir -p "$REPO/build"
+            (
+                flock 9
+                [[ -x $BIN/varlogsn ]] || "$shared/unpack" "$BIN" >&2
+            ) 9>"$REPO/build/.varlog-bin.lock" || die "unpacking $shared into $BIN failed"
+        fi
+    fi
+    BIN=$(readlink -f "$BIN")
+    local b
+    for b in varlogmr varlogadm varlogsn varlogctl; do
+        [[ -x $BIN/$b ]] || die "$BIN/$b is missing or not executable (VARLOG_BIN must name a Varlog bin directory)"
+    done
+}
+
+# ---- ports -----------------------------------------------------------------------------------
+declare -A TAKEN=()
+port_busy() {
+    if command -v ss >/dev/null; then
+        [[ -n $(ss -Htan "( sport = :$1 )" 2>/dev/null) ]]
+    else
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+    fi
+}
+
+# Sets PORT to a port of the range that no socket of this machine uses, nor an earlier pick.
+pick_port() {
+    local tries=0 p
+    while :; do
+        p=$((PORT_LO + (RANDOM * 32768 + RANDOM) % (PORT_HI - PORT_LO)))
+        if [[ -z ${TAKEN[$p]:-} ]] && ! port_busy "$p"; then
+            TAKEN[$p]=1
+            PORT=$p
+            return
+        fi
+        ((++tries < 500)) || die "no free port in $PORT_LO-$PORT_HI"
+    done
+}
+
+# ---- processes -------------------------------------------------------------------------------
+now_ms() { date +%s%3N; }
+
+# True when pid runs one of the Varlog binaries (guards against a recycled PID).
+ours() {
+    local pid=$1 exe
+    [[ $pid =~ ^[1-9][0-9]*$ ]] || return 1
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+    [[ $(basename "${exe% (deleted)}") == varlog* ]] || return 1
+    # A zombie has exited already.
+    [[ $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) != Z ]]
+}
+
+# Starts a process detached from the caller (own session, no inherited stdio), appending its
+# output to a log file; sets STARTED_PID.
+launch() {
+    local log=$1
+    shift
+    echo "=== $(date '+%F %T') $*" >>"$log"
+    setsid "$@" </dev/null >>"$log" 2>&1 &
+    STARTED_PID=$!
+}
+
+tail_log() {
+    local f=$1
+    [[ -f $f ]] || return 0
+    echo "---- last $LINES lines of $f" >&2
+    tail -n "$LINES" "$f" >&2
+}
+
+# Waits until 127.0.0.1:port accepts connections, failing fast when pid exits.
+wait_port() {
+    local pid=$1 port=$2 what=$3 log=$4 deadline=$(($(now_ms) + ${5:-30000}))
+    until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            tail_log "$log"
+            die "$what exited before listening on 127.0.0.1:$port"
+        fi
+        (($(now_ms) < deadline)) || {
+            tail_log "$log"
+            die "$what did not listen on 127.0.0.1:$port within $((${5:-30000} / 1000)) s"
+        }
+        sleep 0.1
+    done
+}
+
+wait_gone() {
+    local deadline=$(($(now_ms) + $2)) pid
+    for pid in $1; do
+        while ours "$pid"; do
+            (($(now_ms) < deadline)) || return 1
+            sleep 0.1
+        done
+    done
+}
+
+ctl() { "$VARLOG_BIN/varlogctl" "$@" --admin "$VARLOG_ADMIN_ADDR"; }
+
+# Retries a varlogctl command until it succeeds or ms pass (the admin learns of new nodes and
+# of the MR leader a moment after they start); prints its output.
+ctl_retry() {
+    local ms=$1 out deadline
+    shift
+    deadline=$(($(now_ms) + ms))
+    while :; do
+        if out=$(ctl "$@" 2>&1); then
+            printf '%s\n' "$out"
+            return 0
+        fi
+        if (($(now_ms) >= deadline)); then
+            say "varlogctl $* failed: $out"
+            return 1
+        fi
+        sleep 0.5
+    done
+}
+
+json_int() { grep -o "\"$1\": *[0-9]*" | head -n1 | grep -o '[0-9]*$'; }
+
+start_mr() {
+    local k=$1 join=$2 pid raft peers=() j
+    local addr_v=VARLOG_MR_${k}_ADDR raft_v=VARLOG_MR_${k}_RAFT dbg_v=VARLOG_MR_${k}_DEBUG
+    local dir_v=VARLOG_MR_${k}_DIR
+    if ((join)); then
+        for ((j = 1; j < k; j++)); do
+            raft=VARLOG_MR_${j}_RAFT
+            peers+=(--peers "${!raft}")
+        done
+        peers=(--join "${peers[@]}")
+    fi
+    mkdir -p "${!dir_v}"
+    launch "$LOGS/mr$k.log" "$VARLOG_BIN/varlogmr" start --cluster-id "$VARLOG_CLUSTER_ID" \
+        --replication-factor "$VARLOG_RF" --raft-address "${!raft_v}" --bind "${!addr_v}" \
+        --debug-address "${!dbg_v}" --raft-dir "${!dir_v}" "${peers[@]}" --logtostderr
+    printf -v "VARLOG_MR_${k}_PID" '%s' "$STARTED_PID"
+    printf -v "VARLOG_MR_${k}_JOIN" '%s' "$join"
+    save_env
+    # A joining node serves RPC only once the group took it in (cmd_start registers it).
+    ((${3:-1})) || return 0
+    wait_port "$STARTED_PID" "${!addr_v##*:}" "varlogmr $k" "$LOGS/mr$k.log"
+}
+
+start_sn() {
+    local k=$1 addr_v=VARLOG_SN_${k}_ADDR id_v=VARLOG_SN_${k}_ID vol_v=VARLOG_SN_${k}_VOLUME
+    local extra=()
+    [[ -n ${VARLOG_SN_ARGS:-} ]] && read -r -a extra <<<"$VARLOG_SN_ARGS"
+    mkdir -p "${!vol_v}"
+    launch "$LOGS/sn$k.log" "$VARLOG_BIN/varlogsn" start --cluster-id "$VARLOG_CLUSTER_ID" \
+        --snid "${!id_v}" --listen "${!addr_v}" --advertise "${!addr_v}" \
+        --volumes "${!vol_v}" "${extra[@]}" --logtostderr
+    printf -v "VARLOG_SN_${k}_PID" '%s' "$STARTED_PID"
+    save_env
+    wait_port "$STARTED_PID" "${!addr_v##*:}" "varlogsn $k" "$LOGS/sn$k.log"
+}
+
+# The supervisor: stops the cluster when the owner process is gone (also after SIGKILL),
+# and exits by itself once the cluster was stopped. Its stdio is a log file, so a caller
+# reading the start command's output through a pipe sees it end.
+supervise() {
+    load_env
+    local owner=$VARLOG_OWNER_PID start_time
+    start_time=$(awk '{print $22}' "/proc/$owner/stat" 2>/dev/null) || start_time=
+    while [[ -f $ENV_FILE ]]; do
+        if [[ -z $start_time || $(awk '{print $22}' "/proc/$owner/stat" 2>/dev/null) != "$start_time" ]]; then
+            say "owner $owner is gone: stopping the cluster in $DIR"
+            "$SCRIPT" stop --dir "$DIR" --from-supervisor || true
+            return
+        fi
+        sleep 1
+    done
+}
+
+cmd_start() {
+    int_opt --sns "$SNS"
+    int_opt --rf "$RF"
+    int_opt --mrs "$MRS"
+    int_opt --topics "$TOPICS"
+    int_opt --log-streams "$LSS"
+    int_opt --owner-pid "$OWNER"
+    ((SNS >= 1 && RF >= 1 && RF <= SNS)) || die "need 1 <= --rf ($RF) <= --sns ($SNS)"
+    ((MRS == 1 || MRS == 3)) || die "--mrs must be 1 or 3, not $MRS"
+    ((PORT_LO >= 1024 && PORT_HI > PORT_LO + 100 && PORT_HI <= 65535)) ||
+        die "bad --port-range $PORT_LO-$PORT_HI"
+    if [[ -f $ENV_FILE ]]; then
+        load_env
+        local p alive=
+        for p in $(all_pids); do ours "$p" && alive+=" $p"; done
+        [[ -z $alive ]] || die "a cluster already runs in $DIR (PIDs$alive): stop it first"
+    fi
+    find_bin
+    rm -rf "$DATA"
+    mkdir -p "$LOGS" "$DATA"
+    : >"$LOGS/start.log"
+
+    local k
+    VARLOG_CLUSTER_DIR=$DIR VARLOG_BIN=$BIN VARLOG_CLUSTER_ID=1 VARLOG_RF=$RF
+    VARLOG_AUTO_UNSEAL=$AUTO_UNSEAL VARLOG_OWNER_PID=$OWNER VARLOG_SUPERVISOR_PID=0
+    VARLOG_MR_COUNT=$MRS VARLOG_SN_COUNT=$SNS VARLOG_SN_ARGS="${SN_ARGS[*]}"
+    VARLOG_TOPIC_IDS= VARLOG_TOPIC_ID= VARLOG_LOG_STREAMS= VARLOG_READY=0
+    VARLOG_ADMIN_PID=0
+    local mr_addrs=() sn_addrs=()
+    for ((k = 1; k <= MRS; k++)); do
+        pick_port
+        printf -v "VARLOG_MR_${k}_ADDR" '127.0.0.1:%s' "$PORT"
+        mr_addrs+=("127.0.0.1:$PORT")
+        pick_port
+        printf -v "VARLOG_MR_${k}_RAFT" 'http://127.0.0.1:%s' "$PORT"
+        pick_port
+        printf -v "VARLOG_MR_${k}_DEBUG" '127.0.0.1:%s' "$PORT"
+        printf -v "VARLOG_MR_${k}_DIR" '%s' "$DATA/mr$k"
+        printf -v "VARLOG_MR_${k}_PID" 0
+    done
+    pick_port
+    VARLOG_ADMIN_ADDR=127.0.0.1:$PORT
+    for ((k = 1; k <= SNS; k++)); do
+        pick_port
+        printf -v "VARLOG_SN_${k}_ADDR" '127.0.0.1:%s' "$PORT"
+        sn_addrs+=("127.0.0.1:$PORT")
+        printf -v "VARLOG_SN_${k}_ID" '%s' "$k"
+        printf -v "VARLOG_SN_${k}_VOLUME" '%s' "$DATA/sn$k"
+        printf -v "VARLOG_SN_${k}_PID" 0
+    done
+    VARLOG_MR_ADDRS=$(
+        IFS=,
+        echo "${mr_addrs[*]}"
+    )
+    VARLOG_SN_ADDRS=$(
+        IFS=,
+        echo "${sn_addrs[*]}"
+    )
+    save_env
+
+    # From here on a failure stops what was started.
+    trap 'rc=$?; if ((rc)); then say "start failed; stopping what was started"; "$SCRIPT" stop --dir "$DIR" >&2 || true; fi' EXIT
+    if ((OWNER)); then
+        setsid "$SCRIPT" _supervise --dir "$DIR" </dev/null >>"$LOGS/supervisor.log" 2>&1 &
+        VARLOG_SUPERVISOR_PID=$!
+        save_env
+    fi
+
+    local t0
+    t0=$(now_ms)
+    start_mr 1 0
+    local adm_args=()
+    for ((k = 1; k <= MRS; k++)); do adm_args+=(--mr "${mr_addrs[k - 1]}"); done
+    ((AUTO_UNSEAL)) && adm_args+=(--auto-unseal)
+    launch "$LOGS/admin.log" "$VARLOG_BIN/varlogadm" start --cluster-id "$VARLOG_CLUSTER_ID" \
+        --replication-factor "$RF" --listen "$VARLOG_ADMIN_ADDR" "${adm_args[@]}" --logtostderr
+    VARLOG_ADMIN_PID=$STARTED_PID
+    save_env
+    wait_port "$VARLOG_ADMIN_PID" "${VARLOG_ADMIN_ADDR##*:}" varlogadm "$LOGS/admin.log"
+    for ((k = 2; k <= MRS; k++)); do
+        start_mr "$k" 1 0
+        local raft_v=VARLOG_MR_${k}_RAFT addr_v=VARLOG_MR_${k}_ADDR pid_v=VARLOG_MR_${k}_PID
+        ctl_retry 60000 mr add --raft-url "${!raft_v}" --rpc-addr "${!addr_v}" --timeout 30s \
+            >>"$LOGS/start.log" || die "registering MR $k failed (see $LOGS/mr$k.log)"
+        wait_port "${!pid_v}" "${!addr_v##*:}" "varlogmr $k" "$LOGS/mr$k.log"
+    done
+    for ((k = 1; k <= SNS; k++)); do start_sn "$k"; done
+    for ((k = 1; k <= SNS; k++)); do
+        local addr_v=VARLOG_SN_${k}_ADDR id_v=VARLOG_SN_${k}_ID
+        ctl_retry 30000 storagenode add --snid "${!id_v}" --addr "${!addr_v}" --timeout 60s \
+            >>"$LOGS/start.log" || die "storagenode add $k failed (see $LOGS/admin.log)"
+    done
+    local t out tpid ids=()
+    for ((t = 0; t < TOPICS; t++)); do
+        out=$(ctl_retry 30000 topic add --timeout 60s) || die "topic add failed"
+        echo "$out" >>"$LOGS/start.log"
+        tpid=$(json_int topicId <<<"$out")
+        [[ -n $tpid ]] || die "topic add printed no topicId: $out"
+        ids+=("$tpid")
+        VARLOG_TOPIC_IDS=$(
+            IFS=,
+            echo "${ids[*]}"
+        )
+        [[ -n $VARLOG_TOPIC_ID ]] || VARLOG_TOPIC_ID=$tpid
+        printf -v "VARLOG_TOPIC_${tpid}_LOG_STREAMS" '%s' ""
+        save_env
+        for ((k = 0; k < LSS; k++)); do add_log_stream "$tpid" >/dev/null; done
+    done
+    VARLOG_READY=1
+    save_env
+    trap - EXIT
+    say "cluster ready in $((($(now_ms) - t0) / 1000)) s: MR $VARLOG_MR_ADDRS, admin $VARLOG_ADMIN_ADDR, topic(s) $VARLOG_TOPIC_IDS, log streams $VARLOG_LOG_STREAMS"
+    cat "$ENV_FILE"
+}
+
+# Adds a log stream to topic $1, records it in cluster.env and prints its id.
+add_log_stream() {
+    local tpid=$1 out lsid v
+    out=$(ctl logstream add --tpid "$tpid" --timeout 60s 2>&1) || {
+        tail_log "$LOGS/admin.log"
+        die "logstream add to topic $tpid failed: $out"
+    }
+    echo "$out" >>"$LOGS/start.log"
+    lsid=$(json_int logStreamId <<<"$out")
+    [[ -n $lsid ]] || die "logstream add printed no logStreamId: $out"
+    v=VARLOG_TOPIC_${tpid}_LOG_STREAMS
+    printf -v "$v" '%s' "${!v:+${!v},}$lsid"
+    [[ $tpid == "$VARLOG_TOPIC_ID" ]] && VARLOG_LOG_STREAMS=${!v}
+    save_env
+    echo "$lsid"
+}
+
+all_pids() {
+    local k v
+    for ((k = 1; k <= ${VARLOG_SN_COUNT:-0}; k++)); do
+        v=VARLOG_SN_${k}_PID
+        echo "${!v:-0}"
+    done
+    echo "${VARLOG_ADMIN_PID:-0}"
+    for ((k = 1; k <= ${VARLOG_MR_COUNT:-0}; k++)); do
+        v=VARLOG_MR_${k}_PID
+        echo "${!v:-0}"
+    done
+}
+
+cmd_stop() {
+    if [[ ! -f $ENV_FILE ]]; then
+        say "no cluster in $DIR (nothing to stop)"
+        return 0
+    fi
+    load_env
+    if ((!FROM_SUPERVISOR)) && [[ ${VARLOG_SUPERVISOR_PID:-0} != 0 ]]; then
+        kill "$VARLOG_SUPERVISOR_PID" 2>/dev/null || true
+    fi
+    local pids=() p left=()
+    for p in $(all_pids); do
+        if ours "$p"; then
+            pids+=("$p")
+            kill -TERM "$p" 2>/dev/null || true
+        fi
+    done
+    if ! wait_gone "${pids[*]}" $((TERM_TIMEOUT * 1000)); then
+        for p in "${pids[@]}"; do ours "$p" && left+=("$p"); done
+        say "SIGKILL to ${left[*]} (still running ${TERM_TIMEOUT} s after SIGTERM)"
+        kill -KILL "${left[@]}" 2>/dev/null || true
+        wait_gone "${left[*]}" 5000 || die "processes ${left[*]} survived SIGKILL"
+    fi
+    rm -rf "$DATA"
+    mv -f "$ENV_FILE" "$ENV_FILE.stopped"
+    say "stopped the cluster in $DIR (${#pids[@]} processes)"
+}
+
+node_index() {
+    local n=${POS[0]:-} max=$1
+    [[ $n =~ ^[0-9]+$ ]] && ((n >= 1 && n <= max)) || die "$CMD wants a node number 1..$max, not '${n}'"
+    echo "$n"
+}
+
+kill9() {
+    local v=$1 pid=${!1}
+    if ours "$pid"; then
+        kill -KILL "$pid"
+        wait_gone "$pid" 5000 || die "PID $pid survived SIGKILL"
+    fi
+    printf -v "$v" 0
+    save_env
+}
+
+cmd_logs() {
+    local f
+    for f in "$LOGS"/mr*.log "$LOGS"/admin.log "$LOGS"/sn*.log "$LOGS"/supervisor.log "$LOGS"/start.log; do
+        tail_log "$f"
+    done
+}
+
+cmd_status() {
+    load_env
+    cat "$ENV_FILE"
+    local p
+    for p in $(all_pids); do
+        if ours "$p"; then echo "# $p alive"; elif [[ $p != 0 ]]; then echo "# $p gone"; fi
+    done
+}
+
+topic_or_default() { echo "${TOPIC:-$VARLOG_TOPIC_ID}"; }
+
+case $CMD in
+start) cmd_start ;;
+stop) cmd_stop ;;
+_supervise) supervise ;;
+kill-sn)
+    load_env
+    k=$(node_index "$VARLOG_SN_COUNT")
+    kill9 "VARLOG_SN_${k}_PID"
+    ;;
+restart-sn)
+    load_env
+    k=$(node_index "$VARLOG_SN_COUNT")
+    v=VARLOG_SN_${k}_PID
+    ! ours "${!v}" || die "storage node $k still runs (PID ${!v})"
+    start_sn "$k"
+    ;;
+kill-mr)
+    load_env
+    k=$(node_index "$VARLOG_MR_COUNT")
+    kill9 "VARLOG_MR_${k}_PID"
+    ;;
+restart-mr)
+    load_env
+    k=$(node_index "$VARLOG_MR_COUNT")
+    v=VARLOG_MR_${k}_PID
+    ! ours "${!v}" || die "MR node $k still runs (PID ${!v})"
+    j=VARLOG_MR_${k}_JOIN
+    start_mr "$k" "${!j:-0}"
+    ;;
+add-ls)
+    load_env
+    add_log_stream "$(topic_or_default)"
+    ;;
+seal | unseal)
+    load_env
+    [[ ${POS[0]:-} =~ ^[0-9]+$ ]] || die "$CMD wants a log stream id"
+    ctl logstream "$CMD" --tpid "$(topic_or_default)" --lsid "${POS[0]}" --timeout 60s
+    ;;
+ctl)
+    load_env
+    ctl "${POS[@]}"
+    ;;
+logs) cmd_logs ;;
+status) cmd_status ;;
+*) die "unknown command '$CMD' (see --help)" ;;
+esac
