@@ -1,7 +1,8 @@
 /* bench_append: the append paths, printed as Go benchmark lines.
  *
  *   bench_append [-mr HOST:PORT[,HOST:PORT...]] [-topic ID] [-logstream ID] [-inproc]
- *                [-server PATH] [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]
+ *                [-server PATH] [-size BYTES] [-benchtime=D|Nx] [-count=N] [-bench=REGEX]
+ *                [FILTER]
  *
  * (-benchtime, -count, -bench and FILTER: see harness.h. FILTER keeps the benchmarks whose
  * full name contains it, so "BenchmarkAppender/size=100/batch=1000/depth=2/producers=1" runs
@@ -30,6 +31,10 @@
  * first log stream. The AppendRetry benchmarks need the embedded server's fault injection and
  * are left out with -mr. Records appended to a cluster stay there.
  *
+ * -size BYTES: the Appender rows' record size (1 to 4096) instead of the grid's 100 and 1024,
+ * so that a run writes the same bytes as another client's benchmark (bench/side-by-side.py
+ * uses 128, Varlog's Go benchmark's --msg-size).
+ *
  * Each benchmark (and each -count repetition) gets a fresh server (embedded: 1 topic, 2 log
  * streams; child: 1 topic, 1 log stream, --max-bytes 8 GiB) and a fresh client (and
  * appender), so that deny lists, stored records and fault settings never carry over;
@@ -47,7 +52,11 @@
  *   srv-cpu-us/record (Appender rows against a child server) the child's CPU time per record
  *                    (/proc/PID/stat, 10 ms ticks);
  *   all-allocs/op    every allocation of the process per op, gRPC's included (alloc_all.c);
- *   records/batch    (Appender rows) records per AppendRequest sent (appender stats).
+ *   records/batch    (Appender rows) records per AppendRequest sent (appender stats);
+ *   ctxsw/request    (Appender rows) voluntary + involuntary context switches of this whole
+ *                    process (getrusage RUSAGE_SELF, every thread) over the round, per
+ *                    AppendRequest sent: how many times the client's threads slept or were
+ *                    preempted for each request.
  *
  * Allocations: B/op and allocs/op count what libvarlog's own code allocates (malloc, calloc
  * and realloc wrapped at link time, -Wl,--wrap, alloc_count.c): the client, the pool, the
@@ -425,12 +434,15 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
-static int64_t rusage_us(void)
+/* CPU time (user + system, µs) and context switches (voluntary + involuntary) of the whole
+ * process, every thread. */
+static void rusage_now(int64_t *cpu_us, int64_t *csw)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
-           ru.ru_stime.tv_usec;
+    *cpu_us = ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+              ru.ru_stime.tv_usec;
+    *csw = (int64_t)ru.ru_nvcsw + ru.ru_nivcsw;
 }
 
 /* One round: b->n single-record calls split evenly over the producers, then a flush. */
@@ -443,7 +455,8 @@ static void pipe_round(bench_b_t *b)
         return append_fail(b, "varlog_appender_stats", VARLOG_ERR_INTERNAL, NULL);
     uint64_t done0 = atomic_load(&e->records_done);
     int64_t srv0 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
-    int64_t cpu0 = rusage_us();
+    int64_t cpu0, csw0, cpu1, csw1;
+    rusage_now(&cpu0, &csw0);
     b_reset_timer(b);
     uint64_t all0 = alloc_count_all_allocs();
 
@@ -470,7 +483,7 @@ static void pipe_round(bench_b_t *b)
 
     uint64_t all1 = alloc_count_all_allocs();
     b_stop_timer(b);
-    int64_t cpu1 = rusage_us();
+    rusage_now(&cpu1, &csw1);
     int64_t srv1 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
     varlog_appender_stats(e->app, &s1);
 
@@ -502,12 +515,16 @@ static void pipe_round(bench_b_t *b)
         b_report_metric(b, (double)(srv1 - srv0) / n, "srv-cpu-us/record");
     b_report_metric(b, (double)(all1 - all0) / n, "all-allocs/op");
     uint64_t batches = s1.batches_sent - s0.batches_sent;
-    if (batches > 0)
+    if (batches > 0) {
         b_report_metric(b, n / (double)batches, "records/batch");
+        b_report_metric(b, (double)(csw1 - csw0) / (double)batches, "ctxsw/request");
+    }
 }
 
-/* The grid of Appender rows: every size x batch x depth x producers. */
-static const size_t pipe_sizes[] = {100, 1024};
+/* The grid of Appender rows: every size x batch x depth x producers. -size replaces the
+ * sizes with its one. */
+static size_t pipe_sizes[] = {100, 1024};
+static size_t n_pipe_sizes = sizeof(pipe_sizes) / sizeof(pipe_sizes[0]);
 static const int pipe_batches[] = {1, 100, 1000};
 static const int pipe_depths[] = {1, 2, 8};
 static const int pipe_producers[] = {1, 4};
@@ -518,7 +535,7 @@ static const int pipe_producers[] = {1, 4};
 static size_t make_pipe_cases(pcase_t *out)
 {
     size_t n = 0;
-    for (size_t si = 0; si < N_OF(pipe_sizes); si++)
+    for (size_t si = 0; si < n_pipe_sizes; si++)
         for (size_t bi = 0; bi < N_OF(pipe_batches); bi++)
             for (size_t di = 0; di < N_OF(pipe_depths); di++)
                 for (size_t pi = 0; pi < N_OF(pipe_producers); pi++) {
@@ -556,6 +573,15 @@ static bool take_own_flags(int *argc, char **argv)
             ok = v && bench_parse_int(argv[0], "topic", v, 1, &topic_id);
         } else if (bench_flag(*argc, argv, &i, "logstream", true, &v)) {
             ok = v && bench_parse_int(argv[0], "logstream", v, 0, &appender_log_stream);
+        } else if (bench_flag(*argc, argv, &i, "size", true, &v)) {
+            int32_t size = 0;
+            ok = v && bench_parse_int(argv[0], "size", v, 1, &size);
+            if (ok && size > MAX_SIZE) {
+                fprintf(stderr, "%s: -size %s: at most %d\n", argv[0], v, MAX_SIZE);
+                return false;
+            }
+            pipe_sizes[0] = (size_t)size; /* only read when ok */
+            n_pipe_sizes = 1;
         } else {
             argv[out++] = argv[i];
             continue;

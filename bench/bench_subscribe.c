@@ -56,7 +56,9 @@
  *   all-allocs/op    every allocation of the process per entry, gRPC's included
  *                    (alloc_all.c);
  *   resubscribes     streams opened again in the round (subscription stats; 0 when sane);
- *   B/entry          (-mr) the average payload bytes of an entry read. */
+ *   B/entry          (-mr) the average payload bytes of an entry read;
+ *   ctxsw/1000entries voluntary + involuntary context switches of this whole process
+ *                    (getrusage RUSAGE_SELF) over the round, per 1000 entries. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
