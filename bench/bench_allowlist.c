@@ -56,7 +56,7 @@ static void *pick_loop(void *arg)
     int64_t now_ms = bench_now_ns() / 1000000;
     for (long i = 0; i < j->n; i++) {
         int32_t ls;
-        if (allowlist_pick(j->al, (int32_t)((i + j->offset) % TOPICS) + 1, now_ms, &ls, NULL,
+        if (allowlist_pick(j->al, (int32_t)((i + j->offset) % TOPICS) + 1, now_ms, &ls, NULL, NULL,
                            NULL) != VARLOG_OK)
             j->failures++;
     }

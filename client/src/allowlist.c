@@ -70,6 +70,7 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view)
                 md_view_log_stream(view, mt->topic_id, mt->log_stream_ids[j]);
             topics[i].entries[j].log_stream_id = mt->log_stream_ids[j];
             topics[i].entries[j].sealed = ls && ls->sealed;
+            topics[i].n_sealed += ls && ls->sealed;
             topics[i].entries[j].healthy = ls && !ls->sealed && ls->primary;
         }
     }
@@ -97,19 +98,21 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view)
 }
 
 varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, int32_t *out,
-                            bool *denied, const char **why)
+                            bool *denied, bool *passed_over, const char **why)
 {
     pthread_mutex_lock(&al->mu);
     allow_topic_t *t = find_topic(al, topic_id);
     varlog_err_t err = t ? VARLOG_ERR_NO_LOG_STREAM : VARLOG_ERR_UNKNOWN_TOPIC;
     size_t earliest = SIZE_MAX; /* the unsealed entry whose denial ends first */
     size_t pick = SIZE_MAX;
+    bool saw_denied = false;
     for (size_t k = 0; t && k < t->n; k++) {
         size_t idx = (t->cursor + k) % t->n;
         allow_entry_t *e = &t->entries[idx];
         if (e->sealed)
             continue;
         if (e->denied_until_ms > now_ms) {
+            saw_denied = true;
             if (earliest == SIZE_MAX || e->denied_until_ms < t->entries[earliest].denied_until_ms)
                 earliest = idx;
             continue;
@@ -128,6 +131,8 @@ varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, i
     }
     if (denied)
         *denied = was_denied;
+    if (passed_over)
+        *passed_over = t && (t->n_sealed > 0 || saw_denied);
     if (why)
         *why = !t          ? "not in the metadata"
                : t->n == 0 ? "the topic has no log streams"
@@ -141,9 +146,25 @@ void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id)
     pthread_mutex_lock(&al->mu);
     allow_topic_t *t = find_topic(al, topic_id);
     allow_entry_t *e = t ? find_entry(t, log_stream_id) : NULL;
-    if (e)
+    if (e) {
         e->denied_until_ms = 0;
+        if (e->sealed) {
+            e->sealed = false;
+            t->n_sealed--;
+        }
+    }
     pthread_mutex_unlock(&al->mu);
+}
+
+bool allowlist_passes_over(allowlist_t *al, int32_t topic_id, int64_t now_ms)
+{
+    pthread_mutex_lock(&al->mu);
+    allow_topic_t *t = find_topic(al, topic_id);
+    bool over = t && t->n_sealed > 0;
+    for (size_t i = 0; t && !over && i < t->n; i++)
+        over = t->entries[i].denied_until_ms > now_ms;
+    pthread_mutex_unlock(&al->mu);
+    return over;
 }
 
 bool allowlist_deny(allowlist_t *al, int32_t topic_id, int32_t log_stream_id, int64_t until_ms)

@@ -29,6 +29,7 @@ typedef struct allow_topic {
     size_t n;
     allow_entry_t *entries; /* by increasing log stream id */
     size_t cursor;          /* round-robin position */
+    size_t n_sealed;        /* entries with sealed set */
 } allow_topic_t;
 
 typedef struct allowlist {
@@ -47,12 +48,19 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view);
 
 /* The next allowed, unsealed log stream of topic after the previous pick; when all unsealed
  * ones are denied at now_ms, the one whose denial ends first. *denied (optional) tells
- * whether the pick was denied. Errors: UNKNOWN_TOPIC, NO_LOG_STREAM (the topic has no log
- * stream, or every one is sealed; *why, optional, says which). */
+ * whether the pick was denied. *passed_over (optional) tells whether a log stream of the topic
+ * is sealed, or was denied when the pick looked at it: fresh metadata may show it fit again.
+ * Errors: UNKNOWN_TOPIC, NO_LOG_STREAM (the topic has no log stream, or every one is sealed;
+ * *why, optional, says which). */
 varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, int32_t *out,
-                            bool *denied, const char **why);
+                            bool *denied, bool *passed_over, const char **why);
 
-/* Ends a denial (an append to the log stream succeeded). Unknown ids are ignored. */
+/* Whether some log stream of topic is sealed or denied at now_ms (false for an unknown
+ * topic). */
+bool allowlist_passes_over(allowlist_t *al, int32_t topic_id, int64_t now_ms);
+
+/* An append to the log stream succeeded: ends its denial, and a seal the metadata it came
+ * from showed is over (the next metadata version confirms it). Unknown ids are ignored. */
 void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id);
 
 /* Denies a log stream until until_ms; unknown ids are ignored. Returns true when it was

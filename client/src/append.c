@@ -192,10 +192,21 @@ static void attempt(append_op_t *op, attempt_result_t *r)
     int32_t ls = op->fixed_log_stream;
     if (!ls) {
         const char *why = "";
-        varlog_err_t err = allowlist_pick(&c->allow, op->topic_id, wire_now_ms(), &ls, NULL, &why);
+        bool passed_over = false;
+        varlog_err_t err =
+            allowlist_pick(&c->allow, op->topic_id, wire_now_ms(), &ls, NULL, &passed_over, &why);
+        if (err == VARLOG_ERR_NO_LOG_STREAM && client_recheck_wait(c, op->deadline_ms)) {
+            /* The metadata at hand may predate an unseal or a new log stream. */
+            md_view_unref(v);
+            v = md_current(c);
+            err = allowlist_pick(&c->allow, op->topic_id, wire_now_ms(), &ls, NULL, NULL, &why);
+        } else if (err == VARLOG_OK && passed_over) {
+            client_recheck_async(c); /* a sealed or denied log stream may be fit again */
+        }
         if (err != VARLOG_OK) {
-            /* No log stream to try: neither a lookup nor a retry can make one appear sooner
-             * than the caller's next call would see it. */
+            /* No log stream to try, even in metadata fresher than
+             * metadata.recheck.interval.ms: a retry cannot make one appear sooner than the
+             * caller's next call would see it. */
             attempt_fail(r, err, false, "append to topic %d: %s", op->topic_id, why);
             goto out;
         }
@@ -279,6 +290,9 @@ out:
     int64_t ttl = c->conf->append_deny_ttl_ms;
     if (r->ran && r->v.err == VARLOG_OK && r->ls) {
         allowlist_allow(&c->allow, op->topic_id, r->ls);
+        const md_log_stream_t *done = md_view_log_stream(v, op->topic_id, r->ls);
+        if (done && done->sealed)
+            client_recheck_async(c); /* the metadata at hand says sealed: it is out of date */
     } else if (r->ran && r->v.err != VARLOG_OK && r->v.deny && ttl > 0 &&
                allowlist_deny(&c->allow, op->topic_id, ls, wire_now_ms() + ttl)) {
         atomic_fetch_add(&c->stats.denials, 1);
@@ -696,6 +710,10 @@ static void engine_log(void *ctx, vq_log_level_t level, const char *fmt, va_list
     varlog_log_level_t l = level == VQ_LOG_INFO    ? VARLOG_LOG_DEBUG
                            : level == VQ_LOG_ERROR ? VARLOG_LOG_ERR
                                                    : VARLOG_LOG_CRIT;
+    /* Tasks cut short by the client's own destroy (a lookup or retry still waiting) are
+     * what closing means, not an error. */
+    if (l == VARLOG_LOG_ERR && client_closing(c))
+        l = VARLOG_LOG_DEBUG;
     if (!log_enabled(&c->log, l, VARLOG_LOG_CTX_RETRY))
         return;
     char line[512];

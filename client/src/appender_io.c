@@ -336,9 +336,15 @@ static void refresh_lanes(app_thread_state_t *ts)
     }
     if (complete)
         app->lanes_index = v->applied_index;
+    const md_log_stream_t *fixed =
+        app->fixed_ls ? md_view_log_stream(v, app->topic_id, app->fixed_ls) : NULL;
+    bool fixed_sealed = fixed && fixed->sealed;
     md_view_unref(v);
-    if (app->fixed_ls)
+    if (app->fixed_ls) {
+        if (fixed_sealed)
+            client_recheck_async(c); /* its batches fail SEALED until fresh metadata says not */
         return;
+    }
     if (ts->allowed_cap < app->n_lanes) {
         int32_t *p = realloc(ts->allowed, app->n_lanes * sizeof(*p));
         if (p) {
@@ -353,13 +359,17 @@ static void refresh_lanes(app_thread_state_t *ts)
     ts->fallback_ls = 0;
     if (ts->no_lane == VARLOG_OK && n == 0) {
         const char *why = "";
-        ts->no_lane =
-            allowlist_pick(&c->allow, app->topic_id, wire_now_ms(), &ts->fallback_ls, NULL, &why);
+        ts->no_lane = allowlist_pick(&c->allow, app->topic_id, wire_now_ms(), &ts->fallback_ls,
+                                     NULL, NULL, &why);
         snprintf(ts->no_lane_why, sizeof(ts->no_lane_why), "%s", why);
     } else if (ts->no_lane != VARLOG_OK) {
         snprintf(ts->no_lane_why, sizeof(ts->no_lane_why), "topic %d is not in the metadata",
                  app->topic_id);
     }
+    /* Nothing to send to, or log streams passed over: fresh metadata may show them fit (an
+     * unseal, a log stream added) long before the periodic refresh would. */
+    if (ts->no_lane != VARLOG_OK || allowlist_passes_over(&c->allow, app->topic_id, wire_now_ms()))
+        client_recheck_async(c);
 }
 
 static bool lane_allowed(const app_thread_state_t *ts, const app_lane_t *lane)

@@ -136,6 +136,42 @@ bool client_submit_lookup(varlog_client_t *c, void *arg,
                          (lookup_retry_t){.arg = arg, .after_err = after, .release = release});
 }
 
+/* Claims the next recheck; false while the last one is too recent. */
+static bool recheck_claim(varlog_client_t *c)
+{
+    int64_t interval = c->conf->metadata_recheck_interval_ms;
+    if (interval <= 0)
+        return false;
+    int64_t now = wire_now_ms();
+    int_fast64_t next = atomic_load_explicit(&c->recheck_next_ms, memory_order_relaxed);
+    return now >= next &&
+           atomic_compare_exchange_strong(&c->recheck_next_ms, &next, now + interval);
+}
+
+static void recheck_done(void *arg, varlog_err_t lookup_err)
+{
+    (void)arg, (void)lookup_err; /* a failed lookup leaves the metadata at hand in place */
+}
+
+static void recheck_release(void *arg)
+{
+    (void)arg;
+}
+
+void client_recheck_async(varlog_client_t *c)
+{
+    if (recheck_claim(c) && !client_closing(c))
+        (void)client_submit_lookup(c, NULL, recheck_done, recheck_release);
+}
+
+bool client_recheck_wait(varlog_client_t *c, int64_t deadline_ms)
+{
+    if (!recheck_claim(c))
+        return false;
+    atomic_fetch_add(&c->stats.lookups, 1);
+    return md_fetch(c, client_remaining_ms(deadline_ms)) == VARLOG_OK;
+}
+
 bool client_closing(varlog_client_t *c)
 {
     pthread_mutex_lock(&c->mu);

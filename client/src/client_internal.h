@@ -52,6 +52,8 @@ struct varlog_client {
     char fetch_errtext[256];
 
     allowlist_t allow;
+    /* wire_now_ms before which no recheck starts (metadata.recheck.interval.ms) */
+    atomic_int_fast64_t recheck_next_ms;
 
     vq_engine_t *engine; /* append retries */
     vq_batcher_t *batcher;
@@ -103,6 +105,16 @@ bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
 bool client_submit_lookup(varlog_client_t *c, void *arg,
                           void (*after)(void *arg, varlog_err_t lookup_err),
                           void (*release)(void *arg));
+
+/* The client's metadata looks out of date for appends (no appendable log stream in a topic;
+ * a sealed or denied one passed over): starts a lookup on the engine unless one started
+ * within metadata.recheck.interval.ms. Never blocks: cheap enough for every append. */
+void client_recheck_async(varlog_client_t *c);
+
+/* As client_recheck_async, but the lookup runs on the calling thread within deadline_ms
+ * (wire_now_ms clock; < 0: metadata.call.timeout.ms bounds it). Returns true when it ran and
+ * succeeded (the current metadata is then fresh), false when rate-limited or failed. */
+bool client_recheck_wait(varlog_client_t *c, int64_t deadline_ms);
 
 /* Remaining milliseconds until deadline_ms (< 0 = none → -1); 0 when passed. */
 int64_t client_remaining_ms(int64_t deadline_ms);

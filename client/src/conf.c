@@ -69,6 +69,13 @@ static const conf_property_t props[] = {
     INT_PROP("metadata.refresh.interval.ms", metadata_refresh_interval_ms, "60000", 0, 86400000, MS,
              "Period of the background metadata refresh. 0 turns the periodic refresh off "
              "(metadata is then fetched only when an operation needs it)."),
+    INT_PROP("metadata.recheck.interval.ms", metadata_recheck_interval_ms, "1000", 0, 600000, MS,
+             "Least time between two metadata lookups that appends ask for because the "
+             "client's metadata looks out of date: a topic without an appendable log stream "
+             "(every one sealed, or none yet), or one whose sealed or denied log streams "
+             "appends pass over. Such lookups are shared by every caller of the client. An "
+             "unsealed or new log stream is used within about this time of the cluster "
+             "showing it. 0 turns them off (then only the periodic refresh notices)."),
     INT_PROP("append.retries", append_retries, "3", 0, 100, "",
              "Retries after a failed attempt of varlog_append or varlog_append_to. 0 means a "
              "single attempt."),

@@ -15,6 +15,7 @@ struct varlog_conf {
     int64_t open_timeout_ms;
     int64_t metadata_call_timeout_ms;
     int64_t metadata_refresh_interval_ms; /* 0 = no periodic refresh */
+    int64_t metadata_recheck_interval_ms; /* 0 = no rechecks */
     int64_t append_retries;
     int64_t append_retry_backoff_ms;
     int64_t append_retry_backoff_max_ms;

@@ -34,6 +34,7 @@ static const struct prop_case cases[] = {
     {"open.timeout.ms", "10000", "2500", "10s", "0", "3600001", "[1, 3600000]"},
     {"metadata.call.timeout.ms", "1000", "250", "1e3", "0", "600001", "[1, 600000]"},
     {"metadata.refresh.interval.ms", "60000", "0", "off", "-1", "86400001", "[0, 86400000]"},
+    {"metadata.recheck.interval.ms", "1000", "0", "off", "-1", "600001", "[0, 600000]"},
     {"append.retries", "3", "100", "abc", "-1", "101", "[0, 100]"},
     {"append.retry.backoff.ms", "10", "1", "ten", "0", "60001", "[1, 60000]"},
     {"append.retry.backoff.max.ms", "1000", "600000", "1.5", "0", "600001", "[1, 600000]"},
