@@ -15,7 +15,8 @@ repository (MR) nodes, one admin (varlogadm) and storage nodes (SN), on free por
 from a range (never Varlog's defaults), with data, logs and the state file in DIR.
 
 Binaries: $VARLOG_BIN, or --bin DIR. Without either, ../shared/varlog relative to the
-repository root is unpacked (its ./unpack) into build/varlog-bin once and used.
+repository root is unpacked (its ./unpack) once into --unpack-dir DIR ($VARLOG_UNPACK_DIR;
+default build/varlog-bin) and used from there.
 
 Commands:
   start       start a cluster; writes DIR/cluster.env (shell-sourceable) and prints it
@@ -40,6 +41,7 @@ Commands:
   ctl ARGS    runs varlogctl ARGS --admin ADDR (ARGS before --admin)
   logs        prints the tail of every process's log [--lines N] (default 30)
   status      prints cluster.env and which processes are alive
+  bin         prints the binaries' directory (unpacking them as start would); no --dir
 
 cluster.env: VARLOG_MR_ADDRS (comma-separated, for metadata.addresses), VARLOG_ADMIN_ADDR,
 VARLOG_TOPIC_ID (the first topic), VARLOG_TOPIC_IDS, VARLOG_LOG_STREAMS (of the first
@@ -69,6 +71,7 @@ CMD=${1:-}
 }
 shift
 DIR= SNS=1 RF=1 MRS=1 TOPICS=1 LSS=1 AUTO_UNSEAL=0 OWNER=0 BIN=${VARLOG_BIN:-} TOPIC=
+UNPACK_DIR=${VARLOG_UNPACK_DIR:-$REPO/build/varlog-bin}
 PORT_LO=20000 PORT_HI=32000 TERM_TIMEOUT=10 LINES=30 FROM_SUPERVISOR=0
 SN_ARGS=() POS=()
 while (($#)); do
@@ -83,6 +86,7 @@ while (($#)); do
     --auto-unseal) AUTO_UNSEAL=1 ;;
     --owner-pid) OWNER=$2; shift ;;
     --bin) BIN=$2; shift ;;
+    --unpack-dir) UNPACK_DIR=$2; shift ;;
     --topic) TOPIC=$2; shift ;;
     --sn-arg) SN_ARGS+=("$2"); shift ;;
     --sn-arg=*) SN_ARGS+=("${1#*=}") ;;
@@ -96,9 +100,15 @@ while (($#)); do
     esac
     shift
 done
-[[ -n $DIR ]] || die "--dir DIR is required (see --help)"
-mkdir -p "$DIR"
-DIR=$(readlink -f "$DIR")
+if [[ $CMD == bin ]]; then
+    true
+else
+    [[ -n $DIR ]] || die "--dir DIR is required (see --help)"
+fi
+if [[ -n $DIR ]]; then
+    mkdir -p "$DIR"
+    DIR=$(readlink -f "$DIR")
+fi
 ENV_FILE=$DIR/cluster.env
 LOGS=$DIR/logs
 DATA=$DIR/data
@@ -158,14 +168,14 @@ find_bin() {
         local shared=$REPO/../shared/varlog
         [[ -x $shared/unpack ]] ||
             die "no Varlog binaries: set VARLOG_BIN=DIR (a Varlog v0.30 bin directory) or --bin DIR, or provide ../shared/varlog"
-        BIN=$REPO/build/varlog-bin
+        BIN=$UNPACK_DIR
         if [[ ! -x $BIN/varlogsn ]]; then
             # One unpack at a time: test programs may start side by side.
-            mkdir -p "$REPO/build"
+            mkdir -p "$(dirname "$BIN")"
             (
                 flock 9
                 [[ -x $BIN/varlogsn ]] || "$shared/unpack" "$BIN" >&2
-            ) 9>"$REPO/build/.varlog-bin.lock" || die "unpacking $shared into $BIN failed"
+            ) 9>"$BIN.lock" || die "unpacking $shared into $BIN failed"
         fi
     fi
     BIN=$(readlink -f "$BIN")
@@ -538,6 +548,10 @@ cmd_status() {
 topic_or_default() { echo "${TOPIC:-$VARLOG_TOPIC_ID}"; }
 
 case $CMD in
+bin)
+    find_bin
+    echo "$BIN"
+    ;;
 start) cmd_start ;;
 stop) cmd_stop ;;
 _supervise) supervise ;;
