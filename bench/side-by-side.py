@@ -54,6 +54,7 @@ import sys
 import tempfile
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import medians  # noqa: E402  (bench/medians.py: the Go benchmark line parser)
 
@@ -102,7 +103,9 @@ class Cluster:
             cmd = [script, "start", "--dir", self.dir, "--sns", "1", "--rf", "1", "--mrs", "1",
                    "--topics", "1", "--log-streams", "1", "--owner-pid", str(os.getpid())]
             log("side-by-side: " + " ".join(cmd))
-            if subprocess.run(cmd, env=dict(os.environ, VARLOG_BIN=args.varlog_bin)).returncode:
+            # Its stdout (cluster.env) goes to stderr: stdout is the table's.
+            if subprocess.run(cmd, env=dict(os.environ, VARLOG_BIN=args.varlog_bin),
+                              stdout=sys.stderr).returncode:
                 self.stop()
                 sys.exit("side-by-side: the cluster did not start (logs in " + self.dir + ")")
             env = read_env(os.path.join(self.dir, "cluster.env"))
