@@ -325,6 +325,38 @@ varlog_err_t varlog_admin_list_log_streams(varlog_admin_t *a, int32_t topic_id, 
     return err;
 }
 
+/* Whether log stream ls_id is one of topic_id's, asked of the admin (GetTopic) within the
+ * operation's deadline: OK, UNKNOWN_TOPIC, UNKNOWN_LOG_STREAM, or the call's failure.
+ * varlogadm's Seal and Unseal do not check the pair themselves: Seal acts on log stream
+ * ls_id of whichever topic has it. */
+static varlog_err_t check_topic_holds(adm_op_t *op, int32_t topic_id, int32_t ls_id)
+{
+    nf_kind_t nf = op->nf;
+    op->nf = NF_TOPIC;
+    Varlog__Admpb__GetTopicRequest req = VARLOG__ADMPB__GET_TOPIC_REQUEST__INIT;
+    req.topic_id = topic_id;
+    ProtobufCMessage *m = NULL;
+    varlog_err_t err = adm_op_call(op, ADM_PATH("GetTopic"), &req.base,
+                                   &varlog__admpb__get_topic_response__descriptor, &m);
+    op->nf = nf;
+    if (err == VARLOG_OK) {
+        const Varlog__Admpb__GetTopicResponse *r = (const Varlog__Admpb__GetTopicResponse *)m;
+        bool holds = false;
+        for (size_t i = 0; r->topic && i < r->topic->n_log_streams && !holds; i++)
+            holds = r->topic->log_streams[i] == ls_id;
+        if (!r->topic || r->topic->topic_id != topic_id)
+            err = adm_op_bad_answer(op, "the answer does not describe the topic asked for");
+        else if (!holds)
+            err = errtext_set(VARLOG_ERR_UNKNOWN_LOG_STREAM,
+                              "%s at %s: %s (topic %d has no log stream %d)", op->what,
+                              op->a->address, varlog_err_name(VARLOG_ERR_UNKNOWN_LOG_STREAM),
+                              topic_id, ls_id);
+    }
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    return err;
+}
+
 varlog_err_t varlog_admin_seal(varlog_admin_t *a, int32_t topic_id, int32_t log_stream_id,
                                int64_t timeout_ms, uint64_t *sealed_glsn)
 {
@@ -335,6 +367,10 @@ varlog_err_t varlog_admin_seal(varlog_admin_t *a, int32_t topic_id, int32_t log_
         return err;
     if ((err = adm_op_begin(&op, a, timeout_ms, NF_LOG_STREAM, topic_id)) != VARLOG_OK)
         return err;
+    if ((err = check_topic_holds(&op, topic_id, log_stream_id)) != VARLOG_OK) {
+        adm_op_end(&op);
+        return err;
+    }
     Varlog__Admpb__SealRequest req = VARLOG__ADMPB__SEAL_REQUEST__INIT;
     req.topic_id = topic_id;
     req.log_stream_id = log_stream_id;
@@ -359,6 +395,10 @@ varlog_err_t varlog_admin_unseal(varlog_admin_t *a, int32_t topic_id, int32_t lo
         return err;
     if ((err = adm_op_begin(&op, a, timeout_ms, NF_LOG_STREAM, topic_id)) != VARLOG_OK)
         return err;
+    if ((err = check_topic_holds(&op, topic_id, log_stream_id)) != VARLOG_OK) {
+        adm_op_end(&op);
+        return err;
+    }
     Varlog__Admpb__UnsealRequest req = VARLOG__ADMPB__UNSEAL_REQUEST__INIT;
     req.topic_id = topic_id;
     req.log_stream_id = log_stream_id;

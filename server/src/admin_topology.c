@@ -308,22 +308,41 @@ void adm_remove_log_stream_replica(struct varlog_server *srv, rpc_server_call_t 
                       STORAGE_NODE_ID);
 }
 
+/* The log stream ls_id of whichever topic has it (log stream ids are unique in a cluster);
+ * *topic receives that topic. */
+static store_ls_t *ls_of_any_topic_locked(store_t *st, int32_t ls_id, store_topic_t **topic)
+{
+    for (size_t i = 0; i < st->n_topics; i++) {
+        store_ls_t *ls = store_ls_locked(st, st->topics[i]->id, ls_id);
+        if (ls) {
+            *topic = st->topics[i];
+            return ls;
+        }
+    }
+    return NULL;
+}
+
 /* Answers as a real cluster: the replica's metadata (now SEALED) and the log stream's last
  * committed GLSN (0 while it holds no entry). Sealing a sealed log stream answers the same
- * again (the metadata repository's and the storage node's seal are both idempotent). */
+ * again (the metadata repository's and the storage node's seal are both idempotent). As
+ * varlogadm v0.30 does, the topic id is not looked at: log stream N of whichever topic has
+ * it is sealed, and an unknown one is NotFound "ls N". */
 void adm_seal(struct varlog_server *srv, rpc_server_call_t *call, const ProtobufCMessage *msg)
 {
     const Varlog__Admpb__SealRequest *r = (const Varlog__Admpb__SealRequest *)msg;
     store_t *st = &srv->store;
     pthread_mutex_lock(&st->mu);
-    store_ls_t *ls = adm_ls_or_not_found_locked(st, call, "seal", r->topic_id, r->log_stream_id);
+    store_topic_t *topic = NULL;
+    store_ls_t *ls = ls_of_any_topic_locked(st, r->log_stream_id, &topic);
+    if (!ls)
+        adm_finish_status(call, GRPC_STATUS_NOT_FOUND, "ls %" PRId32, r->log_stream_id);
     if (ls) {
         if (!ls->sealed) {
             ls->sealed = true;
             st->applied_index++;
         }
         replica_md_t rmd;
-        adm_replica_md_fill_locked(&rmd, st, store_topic_locked(st, r->topic_id), ls);
+        adm_replica_md_fill_locked(&rmd, st, topic, ls);
         Varlog__Snpb__LogStreamReplicaMetadataDescriptor *rmds[1] = {&rmd.d};
         Varlog__Admpb__SealResponse resp = VARLOG__ADMPB__SEAL_RESPONSE__INIT;
         resp.n_log_streams = 1;
@@ -334,13 +353,22 @@ void adm_seal(struct varlog_server *srv, rpc_server_call_t *call, const Protobuf
     pthread_mutex_unlock(&st->mu);
 }
 
-/* Unsealing a running log stream answers it as it is. */
+/* Unsealing a running log stream answers it as it is. Failures in varlogadm v0.30's words:
+ * an unknown log stream is Unknown "log stream: not exist"; a log stream of another topic
+ * than the one named is refused by its storage node, Unknown "snmcl: not exist". */
 void adm_unseal(struct varlog_server *srv, rpc_server_call_t *call, const ProtobufCMessage *msg)
 {
     const Varlog__Admpb__UnsealRequest *r = (const Varlog__Admpb__UnsealRequest *)msg;
     store_t *st = &srv->store;
     pthread_mutex_lock(&st->mu);
-    store_ls_t *ls = adm_ls_or_not_found_locked(st, call, "unseal", r->topic_id, r->log_stream_id);
+    store_topic_t *topic = NULL;
+    store_ls_t *ls = ls_of_any_topic_locked(st, r->log_stream_id, &topic);
+    if (!ls) {
+        adm_finish_status(call, GRPC_STATUS_UNKNOWN, "log stream: not exist");
+    } else if (topic->id != r->topic_id) {
+        adm_finish_status(call, GRPC_STATUS_UNKNOWN, "snmcl: not exist");
+        ls = NULL;
+    }
     if (ls) {
         if (ls->sealed) {
             ls->sealed = false;

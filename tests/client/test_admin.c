@@ -381,6 +381,29 @@ static void test_nodes(void **state)
 
 /* ---- bad input ------------------------------------------------------------------------------ */
 
+/* Issue 18, point 2.3: varlogadm seals log stream N of whichever topic has it, whatever topic
+ * the request names (the embedded server does the same). The client checks the pair first:
+ * a wrong topic or a log stream of another topic is refused, and nothing is sealed. */
+static void test_seal_checks_the_pair(void **state)
+{
+    (void)state;
+    fx_t x;
+    fx_start(&x, 2, 1); /* topic 1: log stream 1; topic 2: log stream 2 */
+    EXPECT(varlog_admin_seal(x.a, 999, 1, TIMEOUT, NULL), VARLOG_ERR_UNKNOWN_TOPIC);
+    EXPECT(varlog_admin_seal(x.a, 2, 1, TIMEOUT, NULL), VARLOG_ERR_UNKNOWN_LOG_STREAM);
+    assert_text_has("topic 2 has no log stream 1");
+    varlog_log_stream_info_t ls;
+    OK(varlog_admin_get_log_stream(x.a, 1, 1, TIMEOUT, &ls));
+    assert_int_equal(ls.status, VARLOG_LOG_STREAM_RUNNING);
+    OK(varlog_admin_seal(x.a, 1, 1, TIMEOUT, NULL));
+    EXPECT(varlog_admin_unseal(x.a, 999, 1, TIMEOUT, NULL), VARLOG_ERR_UNKNOWN_TOPIC);
+    EXPECT(varlog_admin_unseal(x.a, 2, 1, TIMEOUT, NULL), VARLOG_ERR_UNKNOWN_LOG_STREAM);
+    OK(varlog_admin_get_log_stream(x.a, 1, 1, TIMEOUT, &ls));
+    assert_int_equal(ls.status, VARLOG_LOG_STREAM_SEALED);
+    OK(varlog_admin_unseal(x.a, 1, 1, TIMEOUT, NULL));
+    fx_stop(&x);
+}
+
 /* Unknown topics and log streams: UNKNOWN_TOPIC or UNKNOWN_LOG_STREAM whichever is missing,
  * with texts naming the operation, the ids and the address. */
 static void test_unknown_ids(void **state)
@@ -647,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_trim_refused),
         cmocka_unit_test(test_nodes),
         cmocka_unit_test(test_unknown_ids),
+        cmocka_unit_test(test_seal_checks_the_pair),
         cmocka_unit_test(test_invalid_args),
         cmocka_unit_test(test_server_stopped),
         cmocka_unit_test(test_timeout),

@@ -414,15 +414,18 @@ static void test_not_found(void **state)
     sr.topic_id = 1;
     sr.log_stream_id = 9;
     assert_adm_error(f, "Seal", &sr.base, &varlog__admpb__seal_response__descriptor,
-                     VARLOG_ERR_RPC_NOT_FOUND,
-                     "seal: no log stream in topic: lsid 9: rpc error: code = NotFound desc = no "
-                     "such log stream");
+                     VARLOG_ERR_RPC_NOT_FOUND, "ls 9");
+    /* As varlogadm v0.30: Unseal names the storage node's refusal of a log stream of another
+     * topic, and an unknown log stream, as Unknown. */
     Varlog__Admpb__UnsealRequest ur = VARLOG__ADMPB__UNSEAL_REQUEST__INIT;
     ur.topic_id = 5;
     ur.log_stream_id = 1;
     assert_adm_error(f, "Unseal", &ur.base, &varlog__admpb__unseal_response__descriptor,
-                     VARLOG_ERR_RPC_NOT_FOUND,
-                     "unseal: tpid 5: rpc error: code = NotFound desc = no such topic");
+                     VARLOG_ERR_RPC_UNKNOWN, "snmcl: not exist");
+    ur.topic_id = 1;
+    ur.log_stream_id = 9;
+    assert_adm_error(f, "Unseal", &ur.base, &varlog__admpb__unseal_response__descriptor,
+                     VARLOG_ERR_RPC_UNKNOWN, "log stream: not exist");
     Varlog__Admpb__GetStorageNodeRequest gs = VARLOG__ADMPB__GET_STORAGE_NODE_REQUEST__INIT;
     gs.storage_node_id = 2;
     assert_adm_error(f, "GetStorageNode", &gs.base,

@@ -235,15 +235,20 @@ VARLOG_API varlog_err_t varlog_admin_list_log_streams(varlog_admin_t *admin, int
  * varlog_append moves on to the topic's other log streams once its metadata shows the
  * seal), reads keep working. *sealed_glsn (optional) receives the GLSN of the log stream's
  * last committed entry (0 when it has none). Sealing a sealed log stream is answered as the
- * server decides (Varlog: OK, with the same GLSN).
- * Errors: common ones, UNKNOWN_TOPIC, UNKNOWN_LOG_STREAM. */
+ * server decides (Varlog: OK, with the same GLSN). The pair (topic, log stream) is checked
+ * with the admin first (one GetTopic call within the timeout): varlogadm itself would seal
+ * log stream log_stream_id of whichever topic has it.
+ * Errors: common ones, UNKNOWN_TOPIC, UNKNOWN_LOG_STREAM (also for a log stream of another
+ * topic). */
 VARLOG_API varlog_err_t varlog_admin_seal(varlog_admin_t *admin, int32_t topic_id,
                                           int32_t log_stream_id, int64_t timeout_ms,
                                           uint64_t *sealed_glsn);
 
 /* Unseals a sealed log stream: appends to it are accepted again. *out (optional) receives
- * the log stream as the server describes it after the unseal.
- * Errors: common ones, UNKNOWN_TOPIC, UNKNOWN_LOG_STREAM, RPC_FAILED_PRECONDITION or others
+ * the log stream as the server describes it after the unseal. The pair is checked first, as
+ * varlog_admin_seal does.
+ * Errors: common ones, UNKNOWN_TOPIC, UNKNOWN_LOG_STREAM (also for a log stream of another
+ * topic), RPC_FAILED_PRECONDITION or others
  * the server gives for a log stream that cannot be unsealed in its state. */
 VARLOG_API varlog_err_t varlog_admin_unseal(varlog_admin_t *admin, int32_t topic_id,
                                             int32_t log_stream_id, int64_t timeout_ms,
