@@ -113,38 +113,85 @@ void app_body_released(void *arg)
     app_unref(app);
 }
 
+/* A new slot, not yet the appender's; NULL when memory runs out. Without mu. */
+static app_batch_t *slot_new(varlog_appender_t *app)
+{
+    app_batch_t *b = calloc(1, sizeof(*b));
+    /* Address space only: pages are touched as records fill them. */
+    uint8_t *buf = b ? malloc(app->slot_cap) : NULL;
+    varlog_entry_meta_t *metas = buf ? calloc(app->batch_max_records, sizeof(*metas)) : NULL;
+    app_call_t *calls = metas ? calloc(app->batch_max_records, sizeof(*calls)) : NULL;
+    if (!calls) {
+        free(metas);
+        free(buf);
+        free(b);
+        return NULL;
+    }
+    b->app = app;
+    b->buf = buf;
+    b->cap = app->slot_cap;
+    b->metas = metas;
+    b->calls = calls;
+    return b;
+}
+
+static void slot_delete(app_batch_t *b)
+{
+    free(b->buf);
+    free(b->metas);
+    free(b->calls);
+    free(b);
+}
+
+/* Makes b one of the appender's free slots; false when the slot list cannot grow. With mu. */
+static bool slot_adopt_locked(varlog_appender_t *app, app_batch_t *b)
+{
+    app_batch_t **slots = realloc(app->slots, (app->n_slots + 1) * sizeof(*slots));
+    if (!slots)
+        return false;
+    app->slots = slots;
+    app->slots[app->n_slots++] = b;
+    app_slot_free_locked(app, b);
+    return true;
+}
+
 static varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
 {
-    pthread_mutex_lock(&app->mu);
-    app_batch_t **slots = realloc(app->slots, (app->n_slots + n) * sizeof(*slots));
-    if (slots)
-        app->slots = slots;
-    pthread_mutex_unlock(&app->mu);
-    if (!slots)
-        return VARLOG_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        app_batch_t *b = calloc(1, sizeof(*b));
-        /* Address space only: pages are touched as records fill them. */
-        uint8_t *buf = b ? malloc(app->slot_cap) : NULL;
-        varlog_entry_meta_t *metas = buf ? calloc(app->batch_max_records, sizeof(*metas)) : NULL;
-        app_call_t *calls = metas ? calloc(app->batch_max_records, sizeof(*calls)) : NULL;
-        if (!calls) {
-            free(metas);
-            free(buf);
-            free(b);
+        app_batch_t *b = slot_new(app);
+        pthread_mutex_lock(&app->mu);
+        bool adopted = b && slot_adopt_locked(app, b);
+        pthread_mutex_unlock(&app->mu);
+        if (!adopted) {
+            if (b)
+                slot_delete(b);
             return VARLOG_ERR_NOMEM;
         }
-        b->app = app;
-        b->buf = buf;
-        b->cap = app->slot_cap;
-        b->metas = metas;
-        b->calls = calls;
-        pthread_mutex_lock(&app->mu);
-        app->slots[app->n_slots++] = b;
-        app_slot_free_locked(app, b);
-        pthread_mutex_unlock(&app->mu);
     }
     return VARLOG_OK;
+}
+
+/* Every slot is taken while the queue bounds have room: one more slot, unless the appender
+ * grew by appender.queue.max.records / appender.batch.max.records slots already (the
+ * slots a queue of full batches needs beyond the lanes' own). Slots stay until close.
+ * Called with mu held, which it lets go while it allocates; true when a slot was added
+ * (by this call or a concurrent one: look again). */
+static bool grow_locked(varlog_appender_t *app)
+{
+    if (app->slots_grown + app->slots_growing >= app->slots_grow_max)
+        return false;
+    app->slots_growing++;
+    pthread_mutex_unlock(&app->mu);
+    app_batch_t *b = slot_new(app);
+    pthread_mutex_lock(&app->mu);
+    app->slots_growing--;
+    if (!b || !slot_adopt_locked(app, b)) {
+        if (b)
+            slot_delete(b);
+        return false;
+    }
+    app->slots_grown++;
+    return true;
 }
 
 varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls)
@@ -196,6 +243,10 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->timed = conf->stats_latency;
     app->slot_cap =
         app->batch_max_bytes + (size_t)app->batch_max_records * CODEC_PAYLOAD_OVERHEAD_MAX;
+    uint64_t full_batches =
+        (app->queue_max_records + app->batch_max_records - 1) / app->batch_max_records;
+    app->slots_grow_max =
+        full_batches < APP_SLOTS_GROW_MAX ? (size_t)full_batches : APP_SLOTS_GROW_MAX;
     app->next_seq = 1;
     atomic_init(&app->refs, 1);
     atomic_init(&app->inflight_batches, 0);
@@ -391,17 +442,32 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
                                         app->pending_bytes + bytes <= app->queue_max_bytes);
         if (room && (fits_open(app, n, bytes) || app->free_slots.head))
             break;
+        if (room && grow_locked(app))
+            continue;
         /* On the appender's own thread only its return can make room: never wait there. */
         if (timeout_ms == 0 || on_app_thread(app)) {
             app->stats.queue_full++;
             atomic_fetch_add_explicit(&app->c->cstats.queue_full, 1, memory_order_relaxed);
-            err = errtext_set(
-                VARLOG_ERR_QUEUE_FULL,
-                "appender_append: queue full (%llu calls, %llu records, %llu bytes "
-                "pending; appender.queue.max.records %llu, .max.bytes %llu)",
-                (unsigned long long)app->pending_calls, (unsigned long long)app->pending_records,
-                (unsigned long long)app->pending_bytes, (unsigned long long)app->queue_max_records,
-                (unsigned long long)app->queue_max_bytes);
+            if (!room)
+                err =
+                    errtext_set(VARLOG_ERR_QUEUE_FULL,
+                                "appender_append: queue full (%llu calls, %llu records, %llu bytes "
+                                "pending; appender.queue.max.records %llu, .max.bytes %llu)",
+                                (unsigned long long)app->pending_calls,
+                                (unsigned long long)app->pending_records,
+                                (unsigned long long)app->pending_bytes,
+                                (unsigned long long)app->queue_max_records,
+                                (unsigned long long)app->queue_max_bytes);
+            else
+                err = errtext_set(VARLOG_ERR_QUEUE_FULL,
+                                  "appender_append: every batch slot is taken (%zu slots, %zu "
+                                  "of them added as records waited; %llu records in %llu calls "
+                                  "pending: batches sent before they were full hold fewer "
+                                  "records than appender.batch.max.records %llu)",
+                                  app->n_slots, app->slots_grown,
+                                  (unsigned long long)app->pending_records,
+                                  (unsigned long long)app->pending_calls,
+                                  (unsigned long long)app->batch_max_records);
             break;
         }
         if (timeout_ms < 0)

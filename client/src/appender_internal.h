@@ -129,6 +129,8 @@ struct varlog_appender {
     batch_list_t free_slots;
     app_batch_t **slots; /* every slot, for flush's scan and the final free */
     size_t n_slots;
+    /* Slots added as records waited for one (grow_locked), and the most it may add. */
+    size_t slots_grown, slots_growing, slots_grow_max;
     uint64_t next_seq;
     uint64_t pending_calls, pending_records, pending_bytes;
     app_retry_t *retries;
@@ -169,6 +171,10 @@ void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b);
  * the thread starts, then only by the thread, without mu. NOMEM leaves the lanes as they
  * were. */
 varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls);
+
+/* Most slots an appender adds beyond its lanes' own as records wait (each reserves
+ * appender.batch.max.bytes of address space). */
+#define APP_SLOTS_GROW_MAX 4096
 
 /* How long a stream being ended may take to report its sends and its status. */
 #define APP_SEND_SETTLE_MS 1000

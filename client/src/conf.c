@@ -126,7 +126,9 @@ static const conf_property_t props[] = {
     INT_PROP("appender.queue.max.records", appender_queue_max_records, "100000", 1, INT32_MAX,
              "records",
              "Most records a pipelined appender holds, from the append call until its callback "
-             "returned; appends beyond it wait (up to their timeout) or fail with QUEUE_FULL."),
+             "returned; appends beyond it wait (up to their timeout) or fail with QUEUE_FULL. "
+             "The transmit queue grows to hold them, up to this / appender.batch.max.records "
+             "batches (at most 4096) beyond its initial ones."),
     INT_PROP("appender.queue.max.bytes", appender_queue_max_bytes, "67108864", 1, INT64_MAX,
              "bytes",
              "Most payload bytes a pipelined appender holds, counted as "

@@ -533,7 +533,9 @@ static void test_queue_full_bytes(void **state)
     fx_stop(&x);
 }
 
-/* With the server stalled, the queue fills from the network side: QUEUE_FULL at once. */
+/* With the server stalled, the queue fills from the network side: QUEUE_FULL at once, when
+ * appender.queue.max.records is reached (issue 18, point 2.4: the transmit queue's batch
+ * slots ran out first, with a few records pending against a bound of thousands). */
 static void test_queue_full_stalled_server(void **state)
 {
     (void)state;
@@ -548,9 +550,12 @@ static void test_queue_full_stalled_server(void **state)
     int accepted = append_until_refused(x.app, calls, 32, &rc);
     assert_int_equal(rc, VARLOG_ERR_QUEUE_FULL);
     assert_true(test_now_ms() - t0 < cf_wait_bound_ms());
-    assert_true(accepted >= 1 && accepted <= 16);
+    if (accepted != 16)
+        fail_msg("%d records accepted with appender.queue.max.records 16: %s", accepted,
+                 varlog_last_error());
+    assert_non_null(strstr(varlog_last_error(), "appender.queue.max.records 16"));
     varlog_appender_stats_t s = app_stats(x.app);
-    assert_true(s.pending_records <= 16);
+    assert_int_equal(s.pending_records, 16);
     assert_int_equal(s.pending_calls, (uint64_t)accepted);
     assert_int_equal(tracker_callbacks(&x.t), 0);
     int64_t took;
@@ -560,6 +565,41 @@ static void test_queue_full_stalled_server(void **state)
     assert_int_equal(tracker_callbacks(&x.t), accepted);
     assert_settled(calls, (size_t)accepted, VARLOG_ERR_CLOSED);
     fx_stop(&x);
+}
+
+/* The appender's thread held in a callback: nothing leaves the transmit queue, which grows
+ * until appender.queue.max.records are pending (100 full batches here, where the appender
+ * starts with 4 slots), and then refuses naming that bound. */
+static void test_queue_grows_to_records_bound(void **state)
+{
+    (void)state;
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.queue.max.records", "1000", "appender.batch.max.records", "10",
+             "appender.linger.ms", "60000", NULL);
+    enum { N = 1001 };
+    call_t *calls = calloc(N, sizeof(*calls));
+    assert_non_null(calls);
+    calls_init(calls, N);
+    varlog_record_t one = cf_record("0123456789abcdef");
+    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
+    size_t pending = 0;
+    (void)varlog_appender_flush(x.app, 0, &pending);
+    wait_held(&x);
+    for (int i = 1; i < N - 1; i++) {
+        varlog_err_t rc = varlog_appender_append(x.app, &one, 1, 0, gated_cb, &calls[i]);
+        if (rc != VARLOG_OK)
+            fail_msg("append %d of %d: %s: %s", i, N - 1, varlog_err_name(rc), varlog_last_error());
+    }
+    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, gated_cb, &calls[N - 1]),
+                     VARLOG_ERR_QUEUE_FULL);
+    assert_non_null(strstr(varlog_last_error(), "appender.queue.max.records 1000"));
+    assert_int_equal(app_stats(x.app).pending_records, N - 1);
+    gate_open(&x.g);
+    flush_ok(x.app);
+    assert_int_equal(tracker_callbacks(&x.t), N - 1);
+    assert_settled(calls, N - 1, VARLOG_OK);
+    fx_stop(&x);
+    free(calls);
 }
 
 /* Producers far ahead of the server: pending records and bytes never exceed the bounds. */
@@ -599,6 +639,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_queue_full_records),
         cmocka_unit_test(test_queue_full_bytes),
         cmocka_unit_test(test_queue_full_stalled_server),
+        cmocka_unit_test(test_queue_grows_to_records_bound),
         cmocka_unit_test(test_pending_within_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

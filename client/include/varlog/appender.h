@@ -53,8 +53,15 @@
  * opened for the next batches.
  *
  * Memory: pending records and bytes (queued, in flight, or waiting for their callback) are
- * bounded by appender.queue.max.records and appender.queue.max.bytes, and by the transmit
- * queue's slots. A record counts until its call's callback has returned.
+ * bounded by appender.queue.max.records and appender.queue.max.bytes. A record counts until
+ * its call's callback has returned. When records wait while every slot is taken (the
+ * network or a callback is slow) and those bounds still have room, the transmit queue grows,
+ * by one slot at a time, up to appender.queue.max.records / appender.batch.max.records slots
+ * (at most 4096) beyond its initial ones: enough for a queue of full batches. Slots stay
+ * until close; each reserves appender.batch.max.bytes of address space, touched as records
+ * fill it. Only batches sent before they were full (linger, flush) hold fewer records: a
+ * producer whose batches all leave nearly empty can meet QUEUE_FULL with fewer records
+ * pending, and its error text then says that the slots, not the bounds, ran out.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -112,7 +119,9 @@ VARLOG_API varlog_err_t varlog_appender_new(varlog_client_t *client, int32_t top
  * Ownership: records and their bytes are copied before the call returns; the caller may
  * reuse them at once. cb is required; opaque is the caller's.
  * Blocks: while the queue is full (appender.queue.max.records or .max.bytes reached, or
- * every batch slot taken), up to timeout_ms: 0 = not at all, -1 = until there is room.
+ * every batch slot taken and the queue grown to its most slots: see Memory above), up to
+ * timeout_ms: 0 = not at all, -1 = until there is room. Growing the queue allocates one
+ * slot, without the appender's lock.
  * Errors, after which cb is never called and nothing was queued: INVALID_ARG (NULL app,
  * records or cb, n 0, an empty record, a record above append.record.max.bytes, more than
  * appender.batch.max.records records or appender.batch.max.bytes bytes in one call,
