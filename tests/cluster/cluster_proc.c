@@ -70,6 +70,13 @@ void cluster_require(void)
     skip();
 }
 
+void cluster_filter_from_env(void)
+{
+    const char *f = getenv("CLUSTER_TEST_FILTER");
+    if (f != NULL && f[0] != '\0')
+        cmocka_set_test_filter(f);
+}
+
 int cluster_main_result(int cmocka_failures)
 {
     if (cmocka_failures == 0 && g_skipped)

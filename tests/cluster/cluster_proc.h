@@ -44,6 +44,10 @@ const char *cluster_unavailable(void);
  * the binaries are missing and nothing failed, so CTest reports the program as skipped. */
 int cluster_main_result(int cmocka_failures);
 
+/* Applies $CLUSTER_TEST_FILTER (a cmocka test name pattern, e.g. "test_add*") so that one
+ * scenario can be rerun alone; call before running the group. */
+void cluster_filter_from_env(void);
+
 /* First thing of each test: skip() with the reason (printed once per program) when no
  * cluster can be started. */
 void cluster_require(void);

@@ -15,6 +15,7 @@
 #include "cluster_acct.h"
 #include "cluster_admin.h"
 #include "cluster_proc.h"
+#include "cluster_scenario.h"
 #include "cluster_work.h"
 #include "test_support.h"
 #include "varlog/admin.h"
@@ -45,64 +46,20 @@ static void tag_for(char *buf, size_t cap, const char *what)
     snprintf(buf, cap, "%s%ld", what, (long)getpid() % 100000);
 }
 
-/* ---- scenario 1: round trip ------------------------------------------------------------------ */
+/* ---- scenario 1: round trip, and varlog-cli demo ------------------------------------------- */
 
 static void test_round_trip(void **state)
 {
     (void)state;
     cluster_require();
-    varlog_client_t *client = work_client(C.mr_addrs, NULL);
-    uint64_t last;
-    assert_true(acct_topic_last_glsn(client, C.topic_id, &last));
-    acct_t a;
-    char tag[24];
-    tag_for(tag, sizeof(tag), "rt");
-    acct_init(&a, tag, 4000, 64);
-    acct_sub_t sub;
-    assert_true(acct_sub_start(&sub, client, C.topic_id, last + 1, 20000));
-    producer_t p;
-    assert_true(producer_start(&p, &a, 0, client, C.topic_id, 0, 1000));
-    /* Appends go to both log streams, the subscriber merges them. */
-    if (!producer_await_appended(&p, 2000, 60000))
-        CLUSTER_FAIL(&C, "the topic-wide appender stored too few records: %s", p.last_err);
-    producer_stop(&p, 30000);
-    producer_print(&p, "topic-wide appender");
-    assert_true(p.appended > 0);
-
-    acct_report_t rep;
-    acct_log_t log;
-    bool ok = acct_verify(&a, client, C.topic_id, &rep, &log);
-    acct_report_print("round trip", &rep);
-    char why[512];
-    bool sub_ok = acct_sub_finish(&sub, &log, rep.last_glsn, 30000, why, sizeof(why));
-    acct_sub_free(&sub);
-    acct_log_free(&log);
-    producer_free(&p);
-    acct_free(&a);
-    varlog_client_destroy(client);
-    if (!ok)
-        CLUSTER_FAIL(&C, "round trip accounting: %s", rep.first_problem);
-    if (!sub_ok)
-        CLUSTER_FAIL(&C, "round trip subscriber: %s", why);
-    assert_int_equal(rep.appended, p.appended);
+    scenario_round_trip(&C, "round trip (1 SN)", 2000);
 }
 
 static void test_cli_demo(void **state)
 {
     (void)state;
     cluster_require();
-    const char *argv[] = {VARLOG_CLI_PATH, "--mr", C.mr_addrs, "demo", "--records", "20000",
-                          "--producers",   "2",    "--topic",  "1",    NULL};
-    char topic[16];
-    snprintf(topic, sizeof(topic), "%d", C.topic_id);
-    argv[9] = topic;
-    static char out[1 << 16];
-    int64_t t0 = test_now_ms();
-    int rc = cluster_run(argv, NULL, 120000, out, sizeof(out));
-    fprintf(stderr, "varlog-cli demo: exit %d in %.1f s\n%s\n", rc,
-            (double)(test_now_ms() - t0) / 1000.0, out);
-    if (rc != 0)
-        CLUSTER_FAIL(&C, "varlog-cli demo against the cluster failed: %s", out);
+    scenario_cli_demo(&C, 20000);
 }
 
 /* ---- scenario 2: Varlog's Go client and this library read each other's records ----------- */
@@ -356,5 +313,6 @@ int main(void)
         cmocka_unit_test(test_cli_demo),
         cmocka_unit_test(test_subscribe_to_peek_trim),
     };
+    cluster_filter_from_env();
     return cluster_main_result(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }
