@@ -280,3 +280,66 @@ void scenario_add_log_stream(cluster_t *c)
     acct_free(&a);
     varlog_client_destroy(client);
 }
+
+/* ---- the metadata repository's first node killed ------------------------------------------ */
+
+void scenario_mr_failover(cluster_t *c)
+{
+    varlog_client_t *client = work_client(c->mr_addrs, NULL);
+    uint64_t last;
+    assert_true(acct_topic_last_glsn(client, c->topic_id, &last));
+    static acct_t a; /* static: see scenario_round_trip */
+    char tag[24];
+    tag_for(tag, sizeof(tag), "mr");
+    acct_init(&a, tag, 40000, 64);
+    static acct_sub_t sub;
+    assert_true(acct_sub_start(&sub, client, c->topic_id, last + 1, 400000));
+    static producer_t ps[1];
+    assert_true(producer_start(&ps[0], &a, 0, client, c->topic_id, 0, 300));
+    if (!producer_await_appended(&ps[0], 200, 30000))
+        CLUSTER_FAIL(c, "the topic-wide appender stored too little: %s", ps[0].last_err);
+
+    /* The first of metadata.addresses, which every client asks first. */
+    int64_t t_kill = test_now_ms();
+    if (cluster_cmd(c, "kill-mr", "1", NULL, 0) != 0)
+        CLUSTER_FAIL(c, "kill-mr 1 failed%s", "");
+    long base = producer_appended(&ps[0]);
+    if (!producer_await_appended(&ps[0], base + 300, 60000))
+        CLUSTER_FAIL(c, "appending stalled after kill -9 of MR %s: %s", c->mr_addr[0],
+                     ps[0].last_err);
+    fprintf(stderr, "kill -9 of MR 1 (%s): 300 more records stored %.1f s after it\n",
+            c->mr_addr[0], secs(t_kill, test_now_ms()));
+
+    /* A new client while the first address is down, appending and refreshing. */
+    int64_t t0 = test_now_ms();
+    varlog_client_t *second = work_client(c->mr_addrs, NULL);
+    int64_t opened = test_now_ms() - t0;
+    fprintf(stderr, "a new client opened in %lld ms with MR 1 (%s) down\n", (long long)opened,
+            c->mr_addr[0]);
+    char buf[64];
+    for (long s = 0; s < 50; s++) {
+        acct_payload(&a, 1, s, buf);
+        varlog_record_t rec = {.data = buf, .len = a.rec_len};
+        varlog_entry_meta_t m;
+        varlog_outcome_t oc = VARLOG_NOT_APPENDED;
+        acct_sent(&a, 1, s, 1);
+        varlog_err_t rc = varlog_append(second, c->topic_id, &rec, 1, 10000, &m, &oc);
+        acct_outcome(&a, 1, s, 1, rc, oc, &m);
+        if (rc != VARLOG_OK)
+            CLUSTER_FAIL(c, "append through the new client with MR 1 down: %s",
+                         varlog_last_error());
+    }
+    if (varlog_client_refresh(client, 10000) != VARLOG_OK)
+        CLUSTER_FAIL(c, "refresh of the first client with MR 1 down: %s", varlog_last_error());
+    varlog_client_destroy(second);
+
+    if (cluster_cmd(c, "restart-mr", "1", NULL, 0) != 0)
+        CLUSTER_FAIL(c, "restart-mr 1 failed%s", "");
+    base = producer_appended(&ps[0]);
+    producer_await_appended(&ps[0], base + 100, 30000);
+    settle_and_verify(c, client, &a, ps, 1, &sub, "MR failover");
+    acct_sub_free(&sub);
+    producer_free(&ps[0]);
+    acct_free(&a);
+    varlog_client_destroy(client);
+}

@@ -27,4 +27,9 @@ void scenario_sn_failover(cluster_t *c, const int *victims, int n_victims, bool 
  * subscriber started before must deliver every GLSN, the new log stream's included. */
 void scenario_add_log_stream(cluster_t *c);
 
+/* With three MR nodes: kill -9 of the first of metadata.addresses while appending and
+ * subscribing; a new client opened, appending and refreshing while it is down; then it is
+ * restarted. */
+void scenario_mr_failover(cluster_t *c);
+
 #endif
