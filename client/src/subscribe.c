@@ -52,8 +52,10 @@ static void sub_shutdown(varlog_subscription_t *sub)
     sub->shutting = true;
     while (sub->in_next > 0)
         pthread_cond_wait(&sub->idle, &sub->mu);
+    bool join = sub->thread_started && !sub->thread_joined;
+    sub->thread_joined = true;
     pthread_mutex_unlock(&sub->mu);
-    if (sub->thread_started)
+    if (join)
         pthread_join(sub->thread, NULL);
     sub_release_streams(sub);
     pthread_mutex_lock(&sub->mu);
@@ -62,27 +64,63 @@ static void sub_shutdown(varlog_subscription_t *sub)
     pthread_mutex_unlock(&sub->mu);
 }
 
-/* Takes sub off its client's list; false when it was no longer there. */
+/* Takes sub off its client's list (c->mu held); false when it was not there. */
+static bool client_unlink_locked(varlog_client_t *c, varlog_subscription_t *sub)
+{
+    for (varlog_subscription_t **p = &c->subscriptions; *p; p = &(*p)->next_open) {
+        if (*p == sub) {
+            *p = sub->next_open;
+            /* What it delivered stays in the client's statistics. */
+            c->cstats.closed_sub_entries += atomic_load(&sub->n_entries);
+            c->cstats.closed_sub_bytes += atomic_load(&sub->n_bytes);
+            atomic_store(&sub->in_client, false);
+            return true;
+        }
+    }
+    atomic_store(&sub->in_client, false);
+    return false;
+}
+
 static bool client_unlink(varlog_subscription_t *sub)
 {
     if (!atomic_load(&sub->in_client))
         return false;
     varlog_client_t *c = sub->c;
-    bool found = false;
     pthread_mutex_lock(&c->mu);
-    for (varlog_subscription_t **p = &c->subscriptions; *p; p = &(*p)->next_open) {
-        if (*p == sub) {
-            *p = sub->next_open;
-            found = true;
-            /* What it delivered stays in the client's statistics. */
-            c->cstats.closed_sub_entries += atomic_load(&sub->n_entries);
-            c->cstats.closed_sub_bytes += atomic_load(&sub->n_bytes);
-            break;
-        }
-    }
-    atomic_store(&sub->in_client, false);
+    bool found = client_unlink_locked(c, sub);
     pthread_mutex_unlock(&c->mu);
     return found;
+}
+
+/* The thread of a subscription closed from its handler, once it shut the subscription down:
+ * joined, and the thread's reference dropped, unless a shutdown joined it already. */
+static void join_self_closed(varlog_subscription_t *sub)
+{
+    pthread_mutex_lock(&sub->mu);
+    bool join = !sub->thread_joined;
+    sub->thread_joined = true;
+    pthread_mutex_unlock(&sub->mu);
+    if (join) {
+        pthread_join(sub->thread, NULL);
+        sub_unref(sub); /* the thread's, which it leaves to its joiner */
+    }
+}
+
+void subscriptions_reap(varlog_client_t *c)
+{
+    for (;;) {
+        varlog_subscription_t *done = NULL;
+        pthread_mutex_lock(&c->mu);
+        for (varlog_subscription_t *s = c->subscriptions; s && !done; s = s->next_open)
+            if (atomic_load(&s->thread_exiting))
+                done = s;
+        if (done)
+            client_unlink_locked(c, done);
+        pthread_mutex_unlock(&c->mu);
+        if (!done)
+            return;
+        join_self_closed(done);
+    }
 }
 
 void subscriptions_close_all(varlog_client_t *c)
@@ -99,6 +137,13 @@ void subscriptions_close_all(varlog_client_t *c)
         if (!sub)
             return;
         sub_shutdown(sub);
+        /* Closed from its handler: its thread shut it down (or is doing so) and waits to be
+         * joined; destroy joins every thread before it frees the client. */
+        pthread_mutex_lock(&sub->mu);
+        bool self_closed = sub->detached;
+        pthread_mutex_unlock(&sub->mu);
+        if (self_closed)
+            join_self_closed(sub);
         sub_unref(sub);
     }
 }
@@ -109,14 +154,17 @@ void varlog_subscription_close(varlog_subscription_t **subp)
         return;
     varlog_subscription_t *sub = *subp;
     *subp = NULL;
-    client_unlink(sub);
     if (sub->thread_started && pthread_equal(pthread_self(), sub->thread)) {
-        /* From a handler: the thread sees closing when the handler returns and cleans up. */
+        /* From a handler: the thread sees closing when the handler returns and shuts the
+         * subscription down itself. It stays on the client's list until it is joined (by
+         * the next subscribe, or the client's destroy): a destroy meanwhile must wait for
+         * the thread, which still uses the client. */
         pthread_mutex_lock(&sub->mu);
         sub->closing = true;
         sub->detached = true;
         pthread_mutex_unlock(&sub->mu);
     } else {
+        client_unlink(sub);
         sub_shutdown(sub);
     }
     sub_unref(sub);
@@ -146,8 +194,9 @@ static void *sub_thread(void *arg)
         }
         break;
     }
-    /* Closed from a handler and not shut down by the client's destroy meanwhile: nobody
-     * will join this thread, so it cleans up and detaches itself. */
+    /* Closed from a handler and not shut down by the client's destroy meanwhile: the thread
+     * shuts it down, then waits to be joined (subscriptions_reap, or the client's destroy),
+     * leaving its reference to the joiner. */
     pthread_mutex_lock(&sub->mu);
     bool self_cleanup = sub->detached && !sub->shutting;
     if (self_cleanup)
@@ -159,7 +208,8 @@ static void *sub_thread(void *arg)
         sub->shut = true;
         pthread_cond_broadcast(&sub->idle);
         pthread_mutex_unlock(&sub->mu);
-        pthread_detach(pthread_self());
+        atomic_store(&sub->thread_exiting, true);
+        return NULL;
     }
     sub_unref(sub);
     return NULL;
@@ -181,6 +231,7 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     varlog_err_t err = client_enter(c);
     if (err != VARLOG_OK)
         return errtext_set(err, "%s: the client is closing", rq->who);
+    subscriptions_reap(c);
     err = client_check_target(c, rq->who, rq->topic_id, rq->log_stream_id, -1);
     if (err != VARLOG_OK) {
         client_leave(c);
@@ -208,6 +259,7 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
         sub->handlers = *rq->handlers;
     atomic_init(&sub->refs, 1);
     atomic_init(&sub->in_client, false);
+    atomic_init(&sub->thread_exiting, false);
     pthread_mutex_init(&sub->mu, NULL);
     wire_cond_init(&sub->wake);
     wire_cond_init(&sub->idle);

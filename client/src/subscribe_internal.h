@@ -110,13 +110,15 @@ struct varlog_subscription {
     bool shut;                   /* streams released, thread joined: only the handle remains */
     bool shutting;               /* a thread is doing the shutdown */
     unsigned in_next;            /* varlog_subscription_next calls inside */
-    bool detached;               /* closed from its own handler: the thread frees it */
+    bool detached;               /* closed from its own handler: the thread shuts it down itself */
     uint64_t gap_answered;       /* the gap lookup that answered last (its gap_gen) */
     varlog_err_t gap_answer_err; /* and its result */
     varlog_subscription_stats_t stats;
 
     pthread_t thread;
     bool thread_started;
+    bool thread_joined;         /* (mu) someone joined it */
+    atomic_bool thread_exiting; /* closed from its handler, shut down: only the join is left */
 
     struct varlog_subscription *next_open; /* the client's list (client mu) */
     atomic_bool in_client; /* on that list; once false, close never touches the client */

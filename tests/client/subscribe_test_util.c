@@ -287,8 +287,17 @@ static void on_entry(const varlog_entry_t *e, void *opaque)
             pthread_cond_wait(&s->sync.cv, &s->sync.mu);
     }
     pthread_mutex_unlock(&s->sync.mu);
-    if (close_now)
+    if (close_now) {
         self_close(s);
+        pthread_mutex_lock(&s->sync.mu);
+        if (s->block_after_close) {
+            s->blocked = true;
+            pthread_cond_broadcast(&s->sync.cv);
+            while (!s->release)
+                pthread_cond_wait(&s->sync.cv, &s->sync.mu);
+        }
+        pthread_mutex_unlock(&s->sync.mu);
+    }
     handler_end(s);
 }
 

@@ -110,6 +110,7 @@ typedef struct stu_sink {
     bool blocked, release;
     long close_at;              /* on_entry closes sub when n reaches it (-1: never) */
     bool close_in_end;          /* on_end closes sub */
+    bool block_after_close;     /* after closing sub at close_at, on_entry blocks until release */
     varlog_subscription_t *sub; /* for close_at / close_in_end; set under sync.mu */
     bool self_closed;           /* the handler's close returned */
     atomic_bool closed;         /* set by the test once varlog_subscription_close returned */

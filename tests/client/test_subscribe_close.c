@@ -304,6 +304,73 @@ static void test_destroy_waits_for_handler(void **state)
     t_finish();
 }
 
+/* Issue 19, point 2.1: a handler closes its own subscription, then, while it still runs, the
+ * application destroys the client. Destroy joins the subscription's thread (client.h): it
+ * returns only once the handler returned, and the thread never touches the freed client (it
+ * did: destroy returned at once, and the thread then read the client; valgrind: invalid read
+ * in ls_failed). */
+static void test_destroy_after_close_from_handler(void **state)
+{
+    (void)state;
+    t_start(1, 2, 100, NULL);
+    T.sink.close_at = 5;
+    T.sink.block_after_close = true;
+    varlog_subscription_t *sub = NULL;
+    subscribe_ok(1, 1, VARLOG_GLSN_MAX, &T.sink, &sub);
+    pthread_mutex_lock(&T.sink.sync.mu);
+    T.sink.sub = sub;
+    pthread_mutex_unlock(&T.sink.sync.mu);
+    stu_append_n(T.f.client, &T.log, 1, 0, 50, 0, 1);
+    assert_true(atu_wait_true(&T.sink.sync, &T.sink.blocked, bound_ms()));
+    assert_true(T.sink.self_closed);
+    destroyer_t d = {.client = T.f.client, .sink = &T.sink};
+    T.f.client = NULL;
+    atu_sync_init(&d.sync);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, destroyer_main, &d), 0);
+    bool early = atu_wait_true(&d.sync, &d.returned, 300);
+    release_sink(&T.sink);
+    bool done = atu_wait_true(&d.sync, &d.returned, bound_ms());
+    if (done)
+        pthread_join(th, NULL);
+    atu_sync_destroy(&d.sync);
+    if (early)
+        fail_msg("varlog_client_destroy returned while the self-closed handler still ran");
+    if (!done)
+        fail_msg("varlog_client_destroy still runs %lld ms after the handler returned",
+                 (long long)bound_ms());
+    assert_int_equal(test_await_thread_count_named("varlog-sub", 0, bound_ms()), 0);
+    assert_int_equal(atomic_load(&T.sink.in_handler), 0);
+    assert_int_equal(stu_sink_n(&T.sink), 5);
+    atu_assert_nothing_bad();
+    t_finish();
+}
+
+/* Subscriptions closed from their handlers are joined without a client destroy too: their
+ * threads do not pile up while the client lives. */
+static void test_close_from_handler_many(void **state)
+{
+    (void)state;
+    t_start(1, 1, 100, NULL);
+    for (int i = 0; i < 20; i++) {
+        stu_sink_t s;
+        stu_sink_init(&s, 8);
+        s.close_at = 1;
+        varlog_subscription_t *sub = NULL;
+        subscribe_ok(1, (uint64_t)i + 1, VARLOG_GLSN_MAX, &s, &sub);
+        pthread_mutex_lock(&s.sync.mu);
+        s.sub = sub;
+        pthread_mutex_unlock(&s.sync.mu);
+        stu_append_n(T.f.client, &T.log, 1, 0, 1, 0, 1); /* GLSN i + 1, its first entry */
+        if (!atu_wait_true(&s.sync, &s.self_closed, bound_ms()))
+            fail_msg("close from on_entry did not return (round %d)", i);
+        assert_true(test_wait_until(no_sub_thread, NULL, bound_ms()));
+        stu_sink_free(&s);
+    }
+    atu_assert_nothing_bad();
+    t_finish();
+}
+
 typedef struct self_destroyer {
     varlog_client_t *client;
     atu_sync_t sync;
@@ -366,6 +433,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_close_wakes_next, teardown),
         cmocka_unit_test_teardown(test_destroy_with_open_subscriptions, teardown),
         cmocka_unit_test_teardown(test_destroy_waits_for_handler, teardown),
+        cmocka_unit_test_teardown(test_destroy_after_close_from_handler, teardown),
+        cmocka_unit_test_teardown(test_close_from_handler_many, teardown),
         cmocka_unit_test_teardown(test_destroy_from_handler_refused, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
