@@ -71,14 +71,15 @@ static int64_t backoff_ns(const varlog_appender_t *app, unsigned failures)
 }
 
 /* Hands batches to the engine: a backoff, a lookup, then back to the ready list. In bound
- * mode the lane waits for them so that they keep their place before newer batches. Returns
- * false when the engine refused (the client is closing): the caller settles them. */
-static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t *batches)
+ * mode the lane waits for them so that they keep their place before newer batches. Errors
+ * (the caller settles the batches): client_submit_lookup_retry's, CLOSED when the client is
+ * closing. */
+static varlog_err_t retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t *batches)
 {
     varlog_client_t *c = app->c;
     app_retry_t *r = calloc(1, sizeof(*r));
     if (!r)
-        return false;
+        return VARLOG_ERR_NOMEM;
     r->app = app;
     r->lane = app->fixed_ls ? lane : NULL;
     r->batches = *batches;
@@ -92,10 +93,11 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
     app->stats.batches_retried += batches->n;
     pthread_mutex_unlock(&app->mu);
     size_t n_batches = batches->n;
-    if (client_submit_lookup_retry(c, delay, r, retry_after, retry_release)) {
+    varlog_err_t err = client_submit_lookup_retry(c, delay, r, retry_after, retry_release);
+    if (err == VARLOG_OK) {
         atomic_fetch_add_explicit(&c->cstats.retries, n_batches, memory_order_relaxed);
         *batches = (batch_list_t){0};
-        return true;
+        return VARLOG_OK;
     }
     pthread_mutex_lock(&app->mu);
     retry_unlink_locked(app, r);
@@ -105,7 +107,7 @@ static bool retry_submit(varlog_appender_t *app, app_lane_t *lane, batch_list_t 
     pthread_mutex_unlock(&app->mu);
     free(r);
     atomic_fetch_sub(&app->refs, 1);
-    return false;
+    return err;
 }
 
 /* ---- a stream's end ------------------------------------------------------------------------ */
@@ -168,12 +170,19 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                  lane->ls, app->topic_id, (long long)ttl, varlog_err_str(err), msg[0] ? ": " : "",
                  msg);
     }
-    if (retry.head && !retry_submit(app, lane, &retry)) {
-        while ((b = blist_pop(&retry))) {
-            b->err = VARLOG_ERR_CLOSED;
-            b->outcome = b->maybe ? VARLOG_MAYBE_APPENDED : VARLOG_NOT_APPENDED;
-            blist_push(&ts->settled, b);
-        }
+    varlog_err_t rerr = retry.head ? retry_submit(app, lane, &retry) : VARLOG_OK;
+    while ((b = blist_pop(&retry))) {
+        /* The code and the text of one moment: why the batch is not sent again, after the
+         * attempt that failed. */
+        char last[sizeof(b->errtext)];
+        snprintf(last, sizeof(last), "%s", b->errtext);
+        app_batch_fail(b, rerr, "%s: the batch was not sent again; its last attempt: %s",
+                       rerr == VARLOG_ERR_CLOSED       ? "the client is closing"
+                       : rerr == VARLOG_ERR_QUEUE_FULL ? "the client's retry engine is at its "
+                                                         "task limit"
+                                                       : varlog_err_str(rerr),
+                       last);
+        blist_push(&ts->settled, b);
     }
     rpc_stream_destroy(ended);
 }

@@ -91,11 +91,11 @@ static void lookup_retry_release(void *arg)
     client_retry_task_end(c);
 }
 
-static bool submit_lookup(varlog_client_t *c, int64_t delay_ns, lookup_retry_t proto)
+static varlog_err_t submit_lookup(varlog_client_t *c, int64_t delay_ns, lookup_retry_t proto)
 {
     lookup_retry_t *r = malloc(sizeof(*r));
     if (!r)
-        return false;
+        return VARLOG_ERR_NOMEM;
     *r = proto;
     r->c = c;
     r->err = VARLOG_ERR_CLOSED;
@@ -114,23 +114,27 @@ static bool submit_lookup(varlog_client_t *c, int64_t delay_ns, lookup_retry_t p
                   .delay_first = true},
     };
     client_retry_task_begin(c);
-    if (vq_engine_submit(c->engine, &spec) == VQ_OK)
-        return true;
+    vq_err_t err = vq_engine_submit(c->engine, &spec);
+    if (err == VQ_OK)
+        return VARLOG_OK;
     client_retry_task_end(c);
     free(r);
-    return false;
+    return err == VQ_ERR_SHUTDOWN ? VARLOG_ERR_CLOSED
+           : err == VQ_ERR_FULL   ? VARLOG_ERR_QUEUE_FULL
+           : err == VQ_ERR_NOMEM  ? VARLOG_ERR_NOMEM
+                                  : VARLOG_ERR_INTERNAL;
 }
 
-bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
-                                void (*after)(void *arg), void (*release)(void *arg))
+varlog_err_t client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
+                                        void (*after)(void *arg), void (*release)(void *arg))
 {
     return submit_lookup(c, delay_ns,
                          (lookup_retry_t){.arg = arg, .after = after, .release = release});
 }
 
-bool client_submit_lookup(varlog_client_t *c, void *arg,
-                          void (*after)(void *arg, varlog_err_t lookup_err),
-                          void (*release)(void *arg))
+varlog_err_t client_submit_lookup(varlog_client_t *c, void *arg,
+                                  void (*after)(void *arg, varlog_err_t lookup_err),
+                                  void (*release)(void *arg))
 {
     return submit_lookup(c, 0,
                          (lookup_retry_t){.arg = arg, .after_err = after, .release = release});

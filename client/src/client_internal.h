@@ -91,20 +91,20 @@ void client_retry_task_end(varlog_client_t *c);
  * after delay_ns, jittered over [d/2, d), a metadata lookup through the client's batcher
  * (fresh metadata, one call shared with concurrent retries), then after(arg) on an engine
  * worker, and release(arg) once the engine is done with it (after the deadline too). A
- * retry task (destroy waits for its release). false when the engine refused it, the client
- * closing, or no memory: then neither callback runs. */
-bool client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
-                                void (*after)(void *arg), void (*release)(void *arg));
+ * retry task (destroy waits for its release). Errors, after which neither callback runs:
+ * CLOSED (the engine shut down: the client is closing), QUEUE_FULL (the engine's task limit),
+ * NOMEM, INTERNAL; the caller writes the text (none is set). */
+varlog_err_t client_submit_lookup_retry(varlog_client_t *c, int64_t delay_ns, void *arg,
+                                        void (*after)(void *arg), void (*release)(void *arg));
 
 /* A metadata lookup on the client's engine, now: through the batcher, so that it shares one
  * GetMetadata with concurrent lookups, and fresh (the call starts after this one was
  * submitted). Then after(arg, err) on an engine worker with the lookup's result (CLOSED when
  * the engine shut down first), and release(arg) once the engine is done with it. A retry
- * task, as client_submit_lookup_retry's; false when the engine refused it or no memory: then
- * neither callback runs. */
-bool client_submit_lookup(varlog_client_t *c, void *arg,
-                          void (*after)(void *arg, varlog_err_t lookup_err),
-                          void (*release)(void *arg));
+ * task, with client_submit_lookup_retry's errors. */
+varlog_err_t client_submit_lookup(varlog_client_t *c, void *arg,
+                                  void (*after)(void *arg, varlog_err_t lookup_err),
+                                  void (*release)(void *arg));
 
 /* The client's metadata looks out of date for appends (no appendable log stream in a topic;
  * a sealed or denied one passed over): starts a lookup on the engine unless one started
@@ -140,6 +140,10 @@ void appenders_close_all(varlog_client_t *c);
  * another thread, and detaches them from the client (their handles then only serve close
  * and stats). */
 void subscriptions_close_all(varlog_client_t *c);
+
+/* subscribe.c: joins the threads of subscriptions closed from their handlers that finished
+ * shutting down, and drops them from the client's list. Never on a subscription's thread. */
+void subscriptions_reap(varlog_client_t *c);
 
 /* append.c: the limits one append call's records must keep, and the names the error texts
  * give them. */

@@ -143,11 +143,16 @@ static void schedule_reopen(varlog_subscription_t *sub, sub_ls_t *ls)
     int64_t delay = vq_backoff_ns(&policy, ls->failures ? ls->failures - 1 : 0, NULL);
     sub_ref(sub);
     ls->retrying = true;
-    if (!client_submit_lookup_retry(c, delay, r, retry_after, retry_release)) {
+    varlog_err_t err = client_submit_lookup_retry(c, delay, r, retry_after, retry_release);
+    if (err != VARLOG_OK) {
         ls->retrying = false;
         sub_unref(sub);
         free(r);
-        sub_fail(sub, VARLOG_ERR_CLOSED, "subscribe: the client is closing");
+        if (err == VARLOG_ERR_CLOSED)
+            sub_fail(sub, err, "subscribe: the client is closing");
+        else
+            sub_fail(sub, err, "subscribe: log stream %d could not be resubscribed: %s",
+                     ls->log_stream_id, varlog_err_str(err));
     }
 }
 
@@ -208,7 +213,7 @@ static gap_verdict_t gap_resolve(varlog_subscription_t *sub, uint64_t least_head
         }
         *g = (sub_gap_lookup_t){.sub = sub, .gen = ++sub->gap_gens};
         sub_ref(sub);
-        if (!client_submit_lookup(sub->c, g, gap_lookup_after, gap_lookup_release)) {
+        if (client_submit_lookup(sub->c, g, gap_lookup_after, gap_lookup_release) != VARLOG_OK) {
             sub_unref(sub);
             free(g);
             sub->gap_next_ask_ms = now + check_interval_ms(sub);
