@@ -109,6 +109,10 @@ static int stubborn(vq_ctx_t *ctx, void *arg)
     return r;
 }
 
+/* Counts until_cancelled handlers that have returned, as stubborn_returned: a handler
+ * abandoned at its deadline may still read its job after the engine was released. */
+static tcount_t cancelled_returned;
+
 /* Cooperative: waits until cancelled, then returns its preset outcome. */
 static int until_cancelled(vq_ctx_t *ctx, void *arg)
 {
@@ -116,7 +120,9 @@ static int until_cancelled(vq_ctx_t *ctx, void *arg)
     atomic_fetch_add(&j->attempts, 1);
     tc_add(&j->started, 1);
     bool cancelled = vq_ctx_wait(ctx, 30000 * MS);
-    return cancelled && vq_ctx_cancelled(ctx) ? j->final : VQ_ERR_USER + 99;
+    int r = cancelled && vq_ctx_cancelled(ctx) ? j->final : VQ_ERR_USER + 99;
+    tc_add(&cancelled_returned, 1);
+    return r;
 }
 
 static void record(void *arg, int r)
@@ -287,11 +293,15 @@ static void test_timeout_cooperative_handler(void **state)
     j.final = VQ_OK; /* returns "success" once cancelled: too late to count */
     vq_task_spec_t s = {
         .handler = until_cancelled, .arg = &j, .after = record, .timeout_ns = 100 * MS};
+    long returned = tc_get(&cancelled_returned);
     assert_int_equal(vq_engine_submit(e, &s), VQ_OK);
     assert_true(tc_wait_ge(&j.done, 1, 5000));
     assert_int_equal(j.result, VQ_ERR_TIMEOUT);
     assert_int_equal(vq_metrics_failure(vq_engine_metrics(e)), 1);
     assert_int_equal(vq_engine_release(e), VQ_OK);
+    /* Abandoned at its deadline, the handler is not waited for by release; it reads j when
+     * it wakes (a TSan run saw it read the next test's stack). */
+    assert_true(tc_wait_ge(&cancelled_returned, returned + 1, 5000));
     job_destroy(&j);
 }
 
@@ -732,6 +742,7 @@ static void test_retry_expired_in_queue_does_not_run(void **state)
 int main(void)
 {
     tc_init(&stubborn_returned);
+    tc_init(&cancelled_returned);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_retry_log_without_hook),
         cmocka_unit_test(test_retry_log_hook_enabled),
