@@ -158,7 +158,9 @@ VARLOG_API varlog_err_t varlog_subscription_stats(varlog_subscription_t *sub,
 /*
  * Ends the subscription, releases *sub and sets it to NULL; accepts NULL and *sub NULL.
  * Stops delivery and ends the streams. From a handler of this subscription it returns at once and
- * the handler's return ends delivery (no handler runs after it); from any other thread it
+ * the handler's return ends delivery (no handler runs after it); the subscription's thread
+ * then releases the streams and exits, and is joined by the client's next subscribe call or
+ * its destroy (which waits for that handler to return); from any other thread it
  * waits until the handler running, if any, returned and the thread exited (so no handler
  * runs after close returns), and wakes a varlog_subscription_next waiting on another
  * thread, which returns CLOSED. Does not block on the network.
