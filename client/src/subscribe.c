@@ -164,8 +164,10 @@ void varlog_subscription_close(varlog_subscription_t **subp)
         sub->detached = true;
         pthread_mutex_unlock(&sub->mu);
     } else {
-        client_unlink(sub);
+        /* Shut down while still on the client's list: a destroy meanwhile finds it and
+         * waits for the shutdown, rather than freeing the client under its thread. */
         sub_shutdown(sub);
+        client_unlink(sub);
     }
     sub_unref(sub);
 }
