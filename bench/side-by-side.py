@@ -3,6 +3,7 @@
 
     flock /tmp/varlog-real-cluster.lock bench/side-by-side.py [--bench-dir build/bench]
         [--varlog-bin build-varlog-bin] [--rounds 3] [--out DIR] [--cluster-env FILE]
+        [--sn-arg=ARG]... (--help: every option)
 
 Starts a cluster of 1 metadata repository, 1 storage node, 1 topic and 1 log stream with
 scripts/varlog-cluster.sh (or, with --cluster-env, uses a running one described by that
@@ -102,6 +103,7 @@ class Cluster:
             self.dir = tempfile.mkdtemp(prefix="side-by-side-cluster.")
             cmd = [script, "start", "--dir", self.dir, "--sns", "1", "--rf", "1", "--mrs", "1",
                    "--topics", "1", "--log-streams", "1", "--owner-pid", str(os.getpid())]
+            cmd += [f"--sn-arg={a}" for a in args.sn_arg]
             log("side-by-side: " + " ".join(cmd))
             # Its stdout (cluster.env) goes to stderr: stdout is the table's.
             if subprocess.run(cmd, env=dict(os.environ, VARLOG_BIN=args.varlog_bin),
@@ -313,10 +315,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench-dir", default=os.path.join(ROOT, "build", "bench"),
                     help="where bench_append and bench_subscribe are (default build/bench)")
-    ap.add_argument("--varlog-bin", default=os.environ.get(
-        "VARLOG_BIN", os.path.join(ROOT, "build-varlog-bin")),
-        help="the unpacked Varlog binaries (default $VARLOG_BIN or build-varlog-bin)")
+    ap.add_argument("--varlog-bin", default=os.environ.get("VARLOG_BIN"),
+                    help="the unpacked Varlog binaries (default $VARLOG_BIN, build-varlog-bin "
+                    "if it exists, else what `scripts/varlog-cluster.sh bin` unpacks)")
     ap.add_argument("--cluster-env", help="use the running cluster this file describes")
+    ap.add_argument("--sn-arg", action="append", default=[],
+                    help="an extra varlogsn argument (repeatable), e.g. "
+                    "--sn-arg=--grpc-server-initial-window-size=1048576")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", type=int, default=128, help="record bytes (default 128)")
     ap.add_argument("--benchtime", default="2s", help="bench_append's -benchtime (2s)")
@@ -328,6 +333,12 @@ def main():
     ap.add_argument("--c-timeout", type=int, default=600, help="seconds per C run (600)")
     ap.add_argument("--out", help="directory for every run's output (default: a new one in /tmp)")
     args = ap.parse_args()
+    if not args.varlog_bin:
+        args.varlog_bin = os.path.join(ROOT, "build-varlog-bin")
+        if not os.path.isdir(args.varlog_bin):
+            args.varlog_bin = subprocess.run(
+                [os.path.join(ROOT, "scripts", "varlog-cluster.sh"), "bin"],
+                stdout=subprocess.PIPE, text=True).stdout.strip()
     for prog in ("bench_append", "bench_subscribe"):
         if not os.access(os.path.join(args.bench_dir, prog), os.X_OK):
             sys.exit(f"side-by-side: no {prog} in {args.bench_dir} (cmake --build ... --target "
