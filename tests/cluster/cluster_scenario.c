@@ -329,8 +329,21 @@ void scenario_mr_failover(cluster_t *c)
             CLUSTER_FAIL(c, "append through the new client with MR 1 down: %s",
                          varlog_last_error());
     }
-    if (varlog_client_refresh(client, 10000) != VARLOG_OK)
-        CLUSTER_FAIL(c, "refresh of the first client with MR 1 down: %s", varlog_last_error());
+    /* One refresh must do: the client has two live seeds besides the dead one. The next
+     * tries only say, on failure, whether it ever recovers. */
+    int64_t t_ref = test_now_ms();
+    if (varlog_client_refresh(client, 10000) != VARLOG_OK) {
+        char first_err[512];
+        snprintf(first_err, sizeof(first_err), "%s", varlog_last_error());
+        int64_t took = test_now_ms() - t_ref;
+        int later_ok = 0;
+        for (int i = 0; i < 5; i++)
+            later_ok += varlog_client_refresh(client, 10000) == VARLOG_OK;
+        CLUSTER_FAIL(c,
+                     "varlog_client_refresh of the first client with MR 1 down failed after "
+                     "%lld ms (%d of 5 later refreshes succeeded): %s",
+                     (long long)took, later_ok, first_err);
+    }
     varlog_client_destroy(second);
 
     if (cluster_cmd(c, "restart-mr", "1", NULL, 0) != 0)
