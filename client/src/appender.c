@@ -238,6 +238,7 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->queue_max_records = (uint64_t)conf->appender_queue_max_records;
     app->queue_max_bytes = (uint64_t)conf->appender_queue_max_bytes;
     app->attempt_timeout_ms = conf->append_attempt_timeout_ms;
+    app->delivery_timeout_ms = conf->appender_delivery_timeout_ms;
     app->max_attempts = (unsigned)conf->append_retries + 1;
     app->retry_maybe = conf->append_retry_maybe_appended;
     app->timed = conf->stats_latency;
@@ -487,6 +488,8 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         b->state = SLOT_OPEN;
         b->seq = app->next_seq++;
         b->opened_ms = wire_now_ms();
+        b->deadline_ms =
+            app->delivery_timeout_ms > 0 ? b->opened_ms + app->delivery_timeout_ms : INT64_MAX;
         app->open = b;
         wake = true; /* a new linger deadline, perhaps a sealed batch */
     }

@@ -84,6 +84,13 @@ static varlog_err_t retry_submit(varlog_appender_t *app, app_lane_t *lane, batch
     r->lane = app->fixed_ls ? lane : NULL;
     r->batches = *batches;
     int64_t delay = backoff_ns(app, lane->failures);
+    /* Back in time to be failed at the deadline rather than after the whole backoff. */
+    int64_t now = wire_now_ms();
+    for (const app_batch_t *b = batches->head; b; b = b->next) {
+        int64_t left_ns = b->deadline_ms > now ? (b->deadline_ms - now) * 1000000 : 0;
+        if (b->deadline_ms != INT64_MAX && left_ns < delay)
+            delay = left_ns;
+    }
     app_ref(app);
     pthread_mutex_lock(&app->mu);
     r->next = app->retries;
@@ -122,10 +129,20 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     size_t sent = lane->stream ? rpc_stream_sent(lane->stream, APP_SEND_SETTLE_MS) : 0;
     if (lane->timed_out && !closing)
         err = VARLOG_ERR_RPC_DEADLINE_EXCEEDED;
+    int64_t now = wire_now_ms();
+    /* Nothing reached the node and a batch has no attempt left: the log stream is
+     * unreachable. Every batch on the stream then gives up with it, so that none older is
+     * retried while a newer one fails (callbacks keep call order per log stream), and those
+     * waiting to be sent fail with it below. */
+    bool unreachable = false;
+    for (const app_batch_t *x = lane->inflight.head; x && !closing; x = x->next)
+        unreachable |= err == VARLOG_ERR_RPC_UNAVAILABLE && sent <= lane->answered &&
+                       x->attempts >= app->max_attempts;
     batch_list_t retry = {0};
     bool deny = false;
     size_t i = 0;
     uint64_t left_records = 0, left_bytes = 0;
+    char cause[sizeof(((app_batch_t *)0)->errtext)] = "";
     app_batch_t *b;
     while ((b = blist_pop(&lane->inflight))) {
         left_records += b->n_records;
@@ -141,12 +158,17 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                  b->n_records, lane->ls, app->topic_id, lane->target ? lane->target : "?",
                  b->attempts, varlog_err_str(err), msg[0] ? ": " : "", msg,
                  lane->timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
-        if (!closing && v.retriable && b->attempts < app->max_attempts &&
-            (!b->maybe || app->retry_maybe)) {
+        if (!closing && app_batch_expired(b, now)) {
+            app_batch_fail_expired(b, lane->expired ? "while the batch was in flight" : "", text);
+            blist_push(&ts->settled, b);
+        } else if (!closing && !unreachable && v.retriable && b->attempts < app->max_attempts &&
+                   (!b->maybe || app->retry_maybe)) {
             snprintf(b->errtext, sizeof(b->errtext), "%s", text);
             b->err = v.err;
             blist_push(&retry, b);
         } else {
+            if (unreachable && !cause[0])
+                snprintf(cause, sizeof(cause), "%s", text);
             app_batch_fail(b, v.err, "%s", text);
             blist_push(&ts->settled, b);
         }
@@ -159,6 +181,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     lane->stream = NULL;
     lane->answered = 0;
     lane->timed_out = false;
+    lane->expired = false;
     lane->failures++;
     lane->reopen_ms = wire_now_ms() + backoff_ns(app, lane->failures) / 1000000;
     int64_t ttl = c->conf->append_deny_ttl_ms;
@@ -170,6 +193,8 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                  lane->ls, app->topic_id, (long long)ttl, varlog_err_str(err), msg[0] ? ": " : "",
                  msg);
     }
+    if (unreachable)
+        app_fail_behind_unreachable(ts, lane, err, cause);
     varlog_err_t rerr = retry.head ? retry_submit(app, lane, &retry) : VARLOG_OK;
     while ((b = blist_pop(&retry))) {
         /* The code and the text of one moment: why the batch is not sent again, after the

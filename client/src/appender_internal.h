@@ -54,6 +54,7 @@ typedef struct app_batch {
     uint32_t n_calls;
     varlog_entry_meta_t *metas; /* appender batch.max.records */
     int64_t opened_ms;          /* linger counts from the first record */
+    int64_t deadline_ms;        /* appender.delivery.timeout.ms after that (INT64_MAX: none) */
     /* Set when the batch is first sent: the slice gRPC's messages share. The slot is free
      * again only once gRPC dropped its last reference (slot_released). */
     grpc_slice body;
@@ -82,6 +83,7 @@ typedef struct app_lane {
     batch_list_t inflight; /* sent on stream, oldest first */
     size_t answered;       /* answers matched on this stream */
     bool timed_out;        /* the thread cancelled the stream: an answer took too long */
+    bool expired;          /* ... or the oldest batch on it reached its delivery deadline */
     unsigned failures;     /* consecutive stream failures: the reopen backoff */
     int64_t reopen_ms;     /* no new stream before this */
     bool gone;             /* topic mode: the log stream left the topic's metadata */
@@ -109,6 +111,7 @@ struct varlog_appender {
     size_t depth;
     uint64_t queue_max_records, queue_max_bytes;
     int64_t attempt_timeout_ms;
+    int64_t delivery_timeout_ms; /* 0 = none */
     unsigned max_attempts;
     bool retry_maybe;
     bool timed; /* stats.latency: calls carry their start time */
@@ -197,6 +200,24 @@ app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls);
 void app_lane_free(app_lane_t *lane);
 /* gRPC dropped its last reference to a batch's bytes. */
 void app_body_released(void *batch);
+
+/* ---- appender_deadline.c ---- */
+/* Whether b's delivery deadline (appender.delivery.timeout.ms after its first call) passed. */
+bool app_batch_expired(const app_batch_t *b, int64_t now_ms);
+/* Settles b with TIMED_OUT and a text naming the deadline, what it was doing (e.g. "while the
+ * batch was in flight") and, if given, its last attempt's failure. */
+void app_batch_fail_expired(app_batch_t *b, const char *what, const char *last);
+/* With mu: fails the ready and open batches whose deadline passed into ts->settled; returns
+ * the next deadline among those left (INT64_MAX: none). */
+int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms);
+/* The earliest deadline among the batches in flight on lane (INT64_MAX: none). */
+int64_t app_inflight_deadline(const app_lane_t *lane);
+/* A batch for lane gave up because the log stream's node could not be reached: every batch
+ * waiting to be sent there (bound mode), or waiting at all when no other log stream of the
+ * topic can take it (topic mode), fails now with err and cause, rather than each going
+ * through its own attempts. Without mu. */
+void app_fail_behind_unreachable(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
+                                 const char *cause);
 
 /* ---- appender_fail.c ---- */
 /* Settles b with err and an outcome from what is known (MAYBE_APPENDED once an attempt may

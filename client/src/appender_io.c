@@ -296,12 +296,17 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
 static int64_t lane_check_timeout(app_thread_state_t *ts, app_lane_t *lane, int64_t now)
 {
     const app_batch_t *head = lane->inflight.head;
-    if (!head || !lane->stream || lane->timed_out)
+    if (!head || !lane->stream || lane->timed_out || lane->expired)
         return INT64_MAX;
     int64_t due = head->sent_ms + ts->app->attempt_timeout_ms;
-    if (now < due)
-        return due;
-    lane->timed_out = true;
+    int64_t expiry = app_inflight_deadline(lane);
+    if (now < due && now < expiry)
+        return due < expiry ? due : expiry;
+    /* A hung node, or a batch out of time: the stream's end settles what is on it. */
+    if (now >= due)
+        lane->timed_out = true;
+    else
+        lane->expired = true;
     rpc_stream_cancel(lane->stream);
     return INT64_MAX;
 }
@@ -431,6 +436,11 @@ static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
             next = due;
         }
     }
+    int64_t expiry = app_expire_waiting_locked(ts, now);
+    if (ts->settled.head)
+        *work = true; /* callbacks of expired batches to run */
+    if (expiry < next)
+        next = expiry;
     if (app->fixed_ls && app->lanes[0]->held)
         return next;
     if (!app->fixed_ls && ts->no_lane != VARLOG_OK && app->ready.head) {

@@ -133,6 +133,13 @@ static const conf_property_t props[] = {
              "bytes",
              "Most payload bytes a pipelined appender holds, counted as "
              "appender.queue.max.records."),
+    INT_PROP("appender.delivery.timeout.ms", appender_delivery_timeout_ms, "30000", 0, 86400000, MS,
+             "Bound on the time from a pipelined append call to its callback: queueing, every "
+             "attempt and every backoff. A call whose batch is still unsettled then fails with "
+             "TIMED_OUT (MAYBE_APPENDED if an attempt may have stored it); a batch in flight is "
+             "given up by ending its stream. 30 s rides out a storage node restart or a "
+             "metadata repository failover (seconds) and reports a dead cluster within half a "
+             "minute. 0: no bound (append.retries alone ends a batch's attempts)."),
     INT_PROP("subscribe.prefetch.entries", subscribe_prefetch_entries, "256", 1, 1000000, "entries",
              "Entries a subscription buffers per log stream before it stops receiving from "
              "that log stream's storage node (gRPC's flow control then holds the node back). "

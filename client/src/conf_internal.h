@@ -31,6 +31,7 @@ struct varlog_conf {
     int64_t appender_batch_max_bytes;
     int64_t appender_queue_max_records;
     int64_t appender_queue_max_bytes;
+    int64_t appender_delivery_timeout_ms; /* 0 = no bound */
     int64_t subscribe_prefetch_entries;
     int64_t subscribe_prefetch_bytes; /* 0 = entries only */
     int64_t subscribe_retries;

@@ -35,6 +35,7 @@ static const struct prop_case cases[] = {
     {"metadata.call.timeout.ms", "1000", "250", "1e3", "0", "600001", "[1, 600000]"},
     {"metadata.refresh.interval.ms", "60000", "0", "off", "-1", "86400001", "[0, 86400000]"},
     {"metadata.recheck.interval.ms", "1000", "0", "off", "-1", "600001", "[0, 600000]"},
+    {"appender.delivery.timeout.ms", "30000", "0", "30s", "-1", "86400001", "[0, 86400000]"},
     {"append.retries", "3", "100", "abc", "-1", "101", "[0, 100]"},
     {"append.retry.backoff.ms", "10", "1", "ten", "0", "60001", "[1, 60000]"},
     {"append.retry.backoff.max.ms", "1000", "600000", "1.5", "0", "600001", "[1, 600000]"},

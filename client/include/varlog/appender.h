@@ -52,6 +52,24 @@
  * stream as a hung node would (MAYBE_APPENDED, the log stream is denied). A new stream is
  * opened for the next batches.
  *
+ * Delivery deadline: every call has its callback within appender.delivery.timeout.ms (30 s)
+ * of the append that queued it (measured from the first call of its batch), plus the time
+ * the appender's thread takes to notice (milliseconds; a callback of this appender that
+ * blocks delays it). A batch still waiting then, to be sent, to be sent again after a
+ * backoff or for its answer, fails with TIMED_OUT (MAYBE_APPENDED if an attempt may have
+ * stored it; a batch in flight is given up by ending its stream) and a text naming the
+ * deadline and its last attempt's failure.
+ *
+ * An unreachable log stream: when a batch has used its attempts without reaching the node
+ * (connection refused, no route), every batch waiting to be sent to that log stream fails
+ * at once with the same code (RPC_UNAVAILABLE) and a text saying so (in topic mode: when no
+ * other log stream of the topic can take them), instead of each going through its own
+ * attempts. So a dead cluster is reported within about (append.retries + 1) attempts and
+ * their backoffs (tens of ms to append.retry.backoff.max.ms each, plus gRPC's connection
+ * attempts), and never later than appender.delivery.timeout.ms; new batches make one
+ * connection attempt per log stream per backoff (at most append.retry.backoff.max.ms apart:
+ * about one a second), not a spin.
+ *
  * Memory: pending records and bytes (queued, in flight, or waiting for their callback) are
  * bounded by appender.queue.max.records and appender.queue.max.bytes. A record counts until
  * its call's callback has returned. When records wait while every slot is taken (the
