@@ -359,9 +359,10 @@ cmd_start() {
         [[ -z $alive ]] || die "a cluster already runs in $DIR (PIDs$alive): stop it first"
     fi
     find_bin
-    rm -rf "$DATA"
+    # Logs of an earlier cluster in DIR go: a failure shows this run's tails. Restarts of a
+    # node within the run append to its log.
+    rm -rf "$DATA" "$LOGS"
     mkdir -p "$LOGS" "$DATA"
-    : >"$LOGS/start.log"
 
     local k
     VARLOG_CLUSTER_DIR=$DIR VARLOG_BIN=$BIN VARLOG_CLUSTER_ID=1 VARLOG_RF=$RF
