@@ -11,7 +11,10 @@
  * calls that return once the record is queued, a callback per call on the appender's
  * thread, what to do with each outcome (APPENDED: done; NOT_APPENDED: certainly not stored,
  * safe to append again; MAYBE_APPENDED: perhaps stored, appending again may store it twice),
- * flush to wait for the callbacks, and close before the client is destroyed. */
+ * flush to wait for the callbacks, and close before the client is destroyed; and giving up
+ * cleanly when appends fail (a dead cluster): no new records once a callback reported a
+ * failure, and every pending call settles within appender.delivery.timeout.ms. */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,9 @@ typedef struct record_state {
     uint64_t glsn;
 } record_state_t;
 
+/* Set by the first failed callback: the main thread then stops queuing records. */
+static atomic_bool failing;
+
 static void on_appended(const varlog_append_result_t *res, void *opaque)
 {
     record_state_t *rs = opaque;
@@ -37,14 +43,16 @@ static void on_appended(const varlog_append_result_t *res, void *opaque)
         rs->glsn = res->metas[0].glsn;
         return;
     }
-    /* res->errtext says which log stream, node and attempt failed, and why */
     if (res->outcome == VARLOG_NOT_APPENDED) {
         rs->fate = NOT_STORED;
     } else {
         rs->fate = MAYBE_STORED;
     }
-    fprintf(stderr, "producer: append failed (%s, %s): %s\n", varlog_err_name(res->err),
-            varlog_outcome_name(res->outcome), res->errtext);
+    /* res->errtext says which log stream, node and attempt failed, and why; a dead cluster
+     * fails every pending call, so only the first failure is printed */
+    if (!atomic_exchange(&failing, true))
+        fprintf(stderr, "producer: append failed (%s, %s): %s\n", varlog_err_name(res->err),
+                varlog_outcome_name(res->outcome), res->errtext);
 }
 
 /* Queues record i; waits up to a second at a time while the appender's queue is full. */
@@ -100,15 +108,26 @@ int main(int argc, char **argv)
 
     record_state_t *states = calloc((size_t)count, sizeof *states);
     int status = states ? 0 : 1;
-    for (long i = 0; i < count && status == 0; i++)
+    long queued = 0;
+    for (long i = 0; i < count && status == 0; i++) {
+        if (atomic_load(&failing)) {
+            /* Appends fail: stop queuing. What is pending settles within
+             * appender.delivery.timeout.ms (30 s), however dead the cluster is. */
+            fprintf(stderr, "producer: giving up after %ld of %ld records were queued\n", i, count);
+            status = 1;
+            break;
+        }
         if ((rc = append_one(app, states, i)) != VARLOG_OK) {
             fprintf(stderr, "producer: append: %s: %s\n", varlog_err_name(rc), varlog_last_error());
             status = 1;
         }
+        queued = i + 1;
+    }
 
-    /* Records certainly not stored may be appended again; one more round here. Records that
-     * may have been stored are not: appending them again could store them twice, so an
-     * application that needs them either tolerates duplicates or checks the log first. */
+    /* Records certainly not stored may be appended again; one more round here, unless
+     * appends are failing anyway. Records that may have been stored are not: appending them
+     * again could store them twice, so an application that needs them either tolerates
+     * duplicates or checks the log first. */
     for (int round = 0; round < 2 && status == 0; round++) {
         size_t pending = 0;
         rc = varlog_appender_flush(app, 30000, &pending); /* every callback has run */
@@ -120,10 +139,13 @@ int main(int argc, char **argv)
         }
         if (round == 1)
             break;
+        atomic_store(&failing, false);
         for (long i = 0; i < count && status == 0; i++)
             if (states[i].fate == NOT_STORED && append_one(app, states, i) != VARLOG_OK)
                 status = 1;
     }
+    if (status != 0) /* every callback of what was queued, within the delivery timeout */
+        (void)varlog_appender_flush(app, -1, NULL);
 
     /* close before destroy: it flushes once more, then fails what is left with CLOSED, each
      * call through its callback; no callback runs after it returns */
@@ -132,7 +154,7 @@ int main(int argc, char **argv)
 
     long stored = 0, not_stored = 0, maybe = 0;
     uint64_t first = 0, last = 0;
-    for (long i = 0; states && i < count; i++) {
+    for (long i = 0; states && i < queued; i++) {
         if (states[i].fate == STORED) {
             stored++;
             first = first == 0 || states[i].glsn < first ? states[i].glsn : first;
@@ -145,7 +167,8 @@ int main(int argc, char **argv)
     }
     free(states);
     printf("producer: %ld records stored in topic %d (GLSN %llu..%llu), %ld not stored, %ld "
-           "perhaps stored\n",
-           stored, topic, (unsigned long long)first, (unsigned long long)last, not_stored, maybe);
+           "perhaps stored, %ld not queued\n",
+           stored, topic, (unsigned long long)first, (unsigned long long)last, not_stored, maybe,
+           count - queued);
     return status == 0 && stored == count ? 0 : 1;
 }

@@ -36,3 +36,38 @@ if ! grep -q "^consumer: $count entries of topic 1" <<<"$out"; then
     echo "run_examples: the consumer did not read $count entries" >&2
     exit 1
 fi
+
+# A dead cluster (issue 19): the server killed under a producer of 3,000,000 records. The
+# producer must give up by itself, every call it queued settled (its summary counts them),
+# well within appender.delivery.timeout.ms (30 s) after the kill.
+kill "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+rm -f "$dir/out"
+mkfifo "$dir/out"
+"$server" --listen 127.0.0.1:0 --topics 1 --log-streams 2 >"$dir/out" &
+pid=$!
+exec 3<"$dir/out"
+if ! read -r -t 30 addr <&3; then
+    echo "run_examples: $server printed no address within 30 s" >&2
+    exit 1
+fi
+"$producer" "$addr" 1 3000000 >"$dir/dead.out" 2>"$dir/dead.err" &
+ppid=$!
+sleep 0.5 # the scenario: the server dies half a second into the run
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+killed=$(date +%s%N)
+rc=0
+# Bounded: a producer still running 40 s after the kill fails the test.
+timeout 40 tail --pid="$ppid" -f /dev/null || { kill -KILL "$ppid"; echo "run_examples: the producer did not end within 40 s of the server's death" >&2; exit 1; }
+wait "$ppid" || rc=$?
+took_ms=$((($(date +%s%N) - killed) / 1000000))
+cat "$dir/dead.out"
+head -c 2000 "$dir/dead.err"
+echo "producer ended ${took_ms} ms after the server was killed, exit status $rc"
+if [ "$rc" -ne 1 ] || ! grep -q "^producer: .* records stored" "$dir/dead.out"; then
+    echo "run_examples: after the server's death the producer should report and exit 1" >&2
+    exit 1
+fi
