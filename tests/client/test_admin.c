@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "admin_internal.h"
 #include "client_fixture.h"
 #include "test_support.h"
 #include "varlog/admin.h"
@@ -602,10 +604,24 @@ static void test_timeout(void **state)
     close(fd);
 }
 
+/* adm_op_end wrapped at link time (-Wl,--wrap): set when an operation reaches its end, before
+ * it lets go of the handle. What destroy promises is observed from inside the library: the
+ * call had ended there before destroy returned. Two timestamps taken by two threads after the
+ * library let both go could not tell (issue 19, point 6: a loaded run saw them reversed). */
+static atomic_bool op_ending;
+
+void __real_adm_op_end(adm_op_t *op);
+void __wrap_adm_op_end(adm_op_t *op);
+
+void __wrap_adm_op_end(adm_op_t *op)
+{
+    atomic_store(&op_ending, true);
+    __real_adm_op_end(op);
+}
+
 typedef struct blocked_call {
     varlog_admin_t *a;
     varlog_err_t err;
-    int64_t returned_ms;
     char text[256];
 } blocked_call_t;
 
@@ -614,7 +630,6 @@ static void *blocked_call_run(void *arg)
     blocked_call_t *b = arg;
     varlog_topic_info_t t;
     b->err = varlog_admin_get_topic(b->a, 1, 60000, &t);
-    b->returned_ms = test_now_ms();
     snprintf(b->text, sizeof(b->text), "%s", varlog_last_error());
     return NULL;
 }
@@ -646,14 +661,17 @@ static void test_destroy_cancels_call(void **state)
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, blocked_call_run, &b), 0);
     int conn = await_connection(fd);
+    atomic_store(&op_ending, false);
     int64_t t0 = test_now_ms();
     varlog_admin_destroy(b.a);
     int64_t destroyed = test_now_ms();
+    bool ended_first = atomic_load(&op_ending);
     assert_int_equal(pthread_join(th, NULL), 0);
     if (b.err != VARLOG_ERR_CLOSED)
         fail_msg("call during destroy: %s (%s)", varlog_err_name(b.err), b.text);
     assert_true(destroyed - t0 < cf_wait_bound_ms());
-    assert_true(b.returned_ms <= destroyed);
+    if (!ended_first)
+        fail_msg("varlog_admin_destroy returned before the call in progress ended");
     assert_int_equal(test_await_thread_count_named("varlog-io", 0, cf_wait_bound_ms()), 0);
     close(conn);
     close(fd);
