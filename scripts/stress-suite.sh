@@ -9,12 +9,18 @@
 #   scripts/stress-suite.sh                      # 5 rounds: TSan x4, then valgrind x2
 #   scripts/stress-suite.sh -s tsan -r 5 -t 4 -R 'test_server_log_io|test_rpc_server'
 #   scripts/stress-suite.sh -s valgrind -v 2 -r 1 -R server
+#   scripts/stress-suite.sh -s memcheck-asan -H 2 -v 1 -a 1 -r 5   # issue 19: beside a CPU hog
 #
 # Options:
-#   -s tsan|valgrind|both   which suites (default both)
+#   -s SUITES               tsan, valgrind, asan, both (tsan and valgrind), memcheck-asan
+#                           (valgrind and asan) or all (default both)
 #   -r N                    rounds per suite (default 5)
 #   -t N                    TSan copies at once (default 4)
 #   -v N                    valgrind copies at once (default 2)
+#   -a N                    ASan copies at once (default 2)
+#   -H N                    N busy-looping processes beside the suites for the whole run, a
+#                           CPU hog standing for other work on the machine (default 0)
+#   -A DIR                  ASan build directory (default build-stress-asan)
 #   -R REGEX / -E REGEX     only / not the tests matching REGEX (ctest -R / -E; valgrind copies
 #                           are named NAME_memcheck, so -R NAME selects them too)
 #   -T DIR                  TSan build directory (default build-stress-tsan)
@@ -30,6 +36,9 @@ suites=both
 rounds=5
 tsan_copies=4
 vg_copies=2
+asan_copies=2
+hogs=0
+asan_dir="build-stress-asan"
 regex=
 exclude=
 tsan_dir="build-stress-tsan"
@@ -43,12 +52,15 @@ usage() {
     exit "${1:-2}"
 }
 
-while getopts "s:r:t:v:R:E:T:N:nj:o:h" opt; do
+while getopts "s:r:t:v:a:H:A:R:E:T:N:nj:o:h" opt; do
     case $opt in
     s) suites=$OPTARG ;;
     r) rounds=$OPTARG ;;
     t) tsan_copies=$OPTARG ;;
     v) vg_copies=$OPTARG ;;
+    a) asan_copies=$OPTARG ;;
+    H) hogs=$OPTARG ;;
+    A) asan_dir=$OPTARG ;;
     R) regex=$OPTARG ;;
     E) exclude=$OPTARG ;;
     T) tsan_dir=$OPTARG ;;
@@ -60,11 +72,22 @@ while getopts "s:r:t:v:R:E:T:N:nj:o:h" opt; do
     *) usage ;;
     esac
 done
-case $suites in tsan | valgrind | both) ;; *) usage ;; esac
-for n in "$rounds" "$tsan_copies" "$vg_copies" "$jobs"; do
+case $suites in
+tsan) want="tsan" ;;
+valgrind) want="valgrind" ;;
+asan) want="asan" ;;
+both) want="tsan valgrind" ;;
+memcheck-asan) want="valgrind asan" ;;
+all) want="tsan valgrind asan" ;;
+*) usage ;;
+esac
+wants() { [[ " $want " == *" $1 "* ]]; }
+for n in "$rounds" "$tsan_copies" "$vg_copies" "$asan_copies" "$jobs"; do
     [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "stress-suite: not a positive number: $n" >&2; usage; }
 done
+[[ $hogs =~ ^[0-9]+$ ]] || { echo "stress-suite: not a number: $hogs" >&2; usage; }
 [[ $tsan_dir = /* ]] || tsan_dir=$root/$tsan_dir
+[[ $asan_dir = /* ]] || asan_dir=$root/$asan_dir
 [[ $normal_dir = /* ]] || normal_dir=$root/$normal_dir
 if [[ -z $out ]]; then
     out=$(mktemp -d "${TMPDIR:-/tmp}/varlog-stress.XXXXXX")
@@ -72,15 +95,24 @@ else
     mkdir -p "$out"
 fi
 
-# Copies still running when the script is interrupted are stopped by process id.
+# Copies and hogs still running when the script ends are stopped by process id.
 declare -a running=()
+declare -a hog_pids=()
+stop_hogs() {
+    for pid in "${hog_pids[@]}"; do
+        kill "$pid" 2>/dev/null
+    done
+    hog_pids=()
+}
 stop_copies() {
     for pid in "${running[@]}"; do
         kill "$pid" 2>/dev/null
     done
+    stop_hogs
     exit 130
 }
 trap stop_copies INT TERM
+trap stop_hogs EXIT
 
 build_tree() { # dir cmake-args...
     local dir=$1
@@ -177,25 +209,32 @@ run_suite() { # name build-dir copies label-args...
 }
 
 echo "stress-suite: output in $out"
-if [[ $suites != valgrind ]]; then
-    build_tree "$tsan_dir" -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=thread
+wants tsan && build_tree "$tsan_dir" -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=thread
+wants valgrind && build_tree "$normal_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+wants asan && build_tree "$asan_dir" -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=address
+for ((h = 0; h < hogs; h++)); do
+    (while :; do :; done) &
+    hog_pids+=($!)
+done
+[[ $hogs -gt 0 ]] && echo "stress-suite: $hogs CPU hogs running beside the suites"
+# The cluster and soak suites are not what this measures (and need their own setup).
+if wants tsan; then
+    run_suite tsan "$tsan_dir" "$tsan_copies" -LE 'memcheck|cluster|soak'
 fi
-if [[ $suites != tsan ]]; then
-    build_tree "$normal_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo
-fi
-if [[ $suites != valgrind ]]; then
-    run_suite tsan "$tsan_dir" "$tsan_copies" -LE memcheck
-fi
-if [[ $suites != tsan ]]; then
+if wants valgrind; then
     command -v valgrind >/dev/null || {
         echo "stress-suite: valgrind not installed" >&2
         exit 2
     }
     run_suite valgrind "$normal_dir" "$vg_copies" -L memcheck
 fi
+if wants asan; then
+    run_suite asan "$asan_dir" "$asan_copies" -LE 'memcheck|cluster|soak'
+fi
+stop_hogs
 
 {
-    echo "== summary ($(date '+%F %T'), $(nproc) CPUs)"
+    echo "== summary ($(date '+%F %T'), $(nproc) CPUs, $hogs CPU hogs)"
     printf '%s\n' "${summary[@]}"
     if [[ $failures -eq 0 ]]; then
         echo "no failures"
