@@ -534,6 +534,23 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
     log_deferred_t lines;
     log_defer_begin(&lines);
     varlog_err_t err = fetch_once(c, client_remaining_ms(deadline));
+    /* The member failed and was forgotten: another metadata repository node may answer
+     * within the caller's time (discovery asks every seed). A killed first address of a
+     * 3-node repository otherwise failed the refresh at once (issue 18, real cluster). */
+    if (member_at_fault(err) && client_remaining_ms(deadline) > 0 && !client_closing(c)) {
+        char first[256];
+        errtext_copy(first, sizeof(first));
+        varlog_err_t again = fetch_once(c, client_remaining_ms(deadline));
+        if (again == VARLOG_OK) {
+            err = again;
+        } else if (again != VARLOG_ERR_TIMED_OUT) {
+            char second[256];
+            errtext_copy(second, sizeof(second));
+            err = errtext_set(again, "%s; before that: %s", second, first);
+        } else {
+            errtext_set(err, "%s", first); /* no time left: the member's failure is the news */
+        }
+    }
 
     pthread_mutex_lock(&c->fetch_mu);
     c->fetching = false;
