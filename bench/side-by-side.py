@@ -108,8 +108,9 @@ class Cluster:
             # Its stdout (cluster.env) goes to stderr: stdout is the table's.
             if subprocess.run(cmd, env=dict(os.environ, VARLOG_BIN=args.varlog_bin),
                               stdout=sys.stderr).returncode:
+                logs = self.dir
                 self.stop()
-                sys.exit("side-by-side: the cluster did not start (logs in " + self.dir + ")")
+                sys.exit(f"side-by-side: the cluster did not start (its logs: {logs})")
             env = read_env(os.path.join(self.dir, "cluster.env"))
         self.mrs = split_list(env["VARLOG_MR_ADDRS"])
         self.topic = int(split_list(env.get("VARLOG_TOPIC_ID", "1"))[0])
@@ -118,7 +119,7 @@ class Cluster:
     def stop(self):
         if self.dir:
             script = os.path.join(ROOT, "scripts", "varlog-cluster.sh")
-            subprocess.run([script, "stop", "--dir", self.dir])
+            subprocess.run([script, "stop", "--dir", self.dir], stdout=sys.stderr)
             self.dir = None
 
 
