@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 CTEST      = ctest --output-on-failure --timeout 600 -j $(JOBS)
 
-.PHONY: all deps configure build demo test test-cluster memcheck asan ubsan tsan bench install format check-format check-wire clean
+.PHONY: all deps configure build demo test test-cluster test-soak memcheck asan ubsan tsan bench install format check-format check-wire clean
 
 all: build
 
@@ -25,15 +25,21 @@ demo: configure
 	cmake --build $(BUILD) -j $(JOBS) --target varlog-cli
 	$(BUILD)/cli/varlog-cli demo $(DEMO_ARGS)
 
-# Every test except the valgrind copies (label memcheck), which `make memcheck` runs, and
-# the tests against a real Varlog cluster (label cluster), which `make test-cluster` runs.
+# Every test except the valgrind copies (label memcheck), which `make memcheck` runs, the
+# tests against a real Varlog cluster (label cluster), which `make test-cluster` runs, and
+# the fault soak (label soak), which `make test-soak` runs.
 test: build
-	cd $(BUILD) && $(CTEST) -LE 'memcheck|cluster'
+	cd $(BUILD) && $(CTEST) -LE 'memcheck|cluster|soak'
 
 # Against real Varlog v0.30 clusters started by scripts/varlog-cluster.sh from $$VARLOG_BIN
 # or ../shared/varlog; each test is skipped, saying why, where neither exists.
 test-cluster: build
 	cd $(BUILD) && ctest -L cluster --output-on-failure
+
+# The fault soak (tests/soak): 3 minutes of appends under injected faults, then exact
+# accounting; VARLOG_SOAK_SECONDS=900 make test-soak runs it for 15 minutes.
+test-soak: build
+	cd $(BUILD) && ctest -L soak --output-on-failure --verbose
 
 memcheck: build
 	cd $(BUILD) && $(CTEST) -L memcheck
@@ -41,17 +47,17 @@ memcheck: build
 asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=address $(CMAKE_ARGS)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && $(CTEST) -LE 'memcheck|cluster'
+	cd build-asan && $(CTEST) -LE 'memcheck|cluster|soak'
 
 ubsan: deps
 	cmake -S . -B build-ubsan -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=undefined $(CMAKE_ARGS)
 	cmake --build build-ubsan -j $(JOBS)
-	cd build-ubsan && $(CTEST) -LE 'memcheck|cluster'
+	cd build-ubsan && $(CTEST) -LE 'memcheck|cluster|soak'
 
 tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DVARLOG_SANITIZE=thread $(CMAKE_ARGS)
 	cmake --build build-tsan -j $(JOBS)
-	cd build-tsan && $(CTEST) -LE 'memcheck|cluster'
+	cd build-tsan && $(CTEST) -LE 'memcheck|cluster|soak'
 
 bench: build
 	$(BUILD)/bench/bench_pool
