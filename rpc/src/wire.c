@@ -72,7 +72,9 @@ const uint8_t *wire_flatten(grpc_byte_buffer *bb, wire_scratch_t *scratch, size_
                 ok = false;
             }
         }
-        if (ok)
+        /* An empty slice may come before anything was allocated: scratch->p is still NULL,
+         * and NULL + 0 is undefined (the fuzzer's first finding). */
+        if (ok && l > 0)
             memcpy(scratch->p + off, GRPC_SLICE_START_PTR(s), l);
         off += l;
         grpc_slice_unref(s);
