@@ -707,13 +707,10 @@ static int lookup_batch(void *ctx, vq_batch_item_t *const *items, size_t n)
 static void engine_log(void *ctx, vq_log_level_t level, const char *fmt, va_list ap)
 {
     varlog_client_t *c = ctx;
-    varlog_log_level_t l = level == VQ_LOG_INFO    ? VARLOG_LOG_DEBUG
-                           : level == VQ_LOG_ERROR ? VARLOG_LOG_ERR
-                                                   : VARLOG_LOG_CRIT;
-    /* Tasks cut short by the client's own destroy (a lookup or retry still waiting) are
-     * what closing means, not an error. */
-    if (l == VARLOG_LOG_ERR && client_closing(c))
-        l = VARLOG_LOG_DEBUG;
+    /* A task's failed result (ERROR) reaches its caller through the task's own callback (an
+     * append's outcome, a subscription's error, a lookup's verdict): logged at DEBUG, not
+     * said twice. A handler's panic (FATAL) reaches no one else. */
+    varlog_log_level_t l = level == VQ_LOG_FATAL ? VARLOG_LOG_CRIT : VARLOG_LOG_DEBUG;
     if (!log_enabled(&c->log, l, VARLOG_LOG_CTX_RETRY))
         return;
     char line[512];

@@ -319,7 +319,9 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
     if (err != VARLOG_OK) {
         char why[512];
         errtext_copy(why, sizeof(why));
-        log_line(&c->log, VARLOG_LOG_ERR, VARLOG_LOG_CTX_CONF, "client not opened: %s", why);
+        /* Returned in errstr and varlog_last_error: logged above DEBUG it would be said twice
+         * by a program that prints errstr. */
+        log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_CONF, "client not opened: %s", why);
         c->conf = NULL; /* stays the caller's */
         pthread_mutex_lock(&c->mu);
         c->closing = true;

@@ -208,10 +208,13 @@ static const conf_property_t props[] = {
               "fields at 0."),
     {.name = "log.level",
      .type = CONF_TYPE_ENUM,
-     .def = "info",
+     .def = "warning",
      .unit = "",
      .desc = "Lowest level of the log lines emitted (case-insensitive). DEBUG lines also need "
-             "their context listed in debug.",
+             "their context listed in debug. The default keeps a healthy run silent: only "
+             "warnings and errors that no call returns to its caller (an error a call "
+             "returns is logged at DEBUG at most). info also shows the client opening, "
+             "log streams joining and resubscriptions; notice, denials.",
      .offset = FIELD(log_level, varlog_log_level_t),
      .symbols = level_symbols},
     {.name = "debug",

@@ -15,6 +15,7 @@
 
 #include "client_fixture.h"
 #include "test_support.h"
+#include "varlog/subscribe.h"
 
 /* ---- recording callback
  * -------------------------------------------------------------------------- */
@@ -253,25 +254,66 @@ static void test_log_quiet_at_err(void **state)
     rec_free(r);
 }
 
-/* A failed open logs (at ERR, in context conf) through the callback of a configuration that
- * stays the caller's. */
+/* A failed open returns its error in errstr: it logs nothing above DEBUG (a program printing
+ * errstr would show it twice), and at DEBUG, in context conf, through the callback of a
+ * configuration that stays the caller's. */
 static void test_log_failed_open(void **state)
 {
     (void)state;
     log_rec_t *r = rec_new();
     client_fixture_t f;
     server_only(&f);
-    varlog_conf_t *conf = cf_conf(&f, "cluster.id", "2", NULL);
+    varlog_conf_t *conf =
+        cf_conf(&f, "cluster.id", "2", "log.level", "debug", "debug", "conf", NULL);
     varlog_conf_set_log_cb(conf, rec_cb, r);
     varlog_client_t *client = NULL;
-    assert_int_equal(varlog_client_new(&conf, &client, NULL, 0), VARLOG_ERR_STATE);
+    char err[512] = "";
+    assert_int_equal(varlog_client_new(&conf, &client, err, sizeof(err)), VARLOG_ERR_STATE);
+    assert_non_null(strstr(err, "cluster id"));
     assert_non_null(conf);
-    if (rec_find(r, 0, VARLOG_LOG_ERR, VARLOG_LOG_CTX_CONF, "cluster id") < 0) {
+    if (rec_find(r, 0, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_CONF, "cluster id") < 0) {
         rec_dump(r);
-        fail_msg("no ERR [conf] line for the failed open");
+        fail_msg("no DEBUG [conf] line for the failed open");
     }
+    for (size_t i = 0; i < rec_count(r); i++)
+        if (r->lines[i].level < VARLOG_LOG_DEBUG) {
+            rec_dump(r);
+            fail_msg("a failed open logged above DEBUG");
+        }
     varlog_conf_destroy(conf);
     cf_stop(&f);
+    rec_free(r);
+}
+
+/* With the default log.level, a healthy run (open, append, refresh, subscribe, close) logs
+ * nothing: a library is silent unless something needs the operator (issue 20). */
+static void test_log_default_is_quiet(void **state)
+{
+    (void)state;
+    log_rec_t *r = rec_new();
+    client_fixture_t f;
+    server_only(&f);
+    varlog_conf_t *conf = varlog_conf_new();
+    char err[512];
+    assert_int_equal(
+        varlog_conf_set(conf, "metadata.addresses", varlog_server_address(f.srv), err, sizeof(err)),
+        VARLOG_OK);
+    varlog_conf_set_log_cb(conf, rec_cb, r);
+    assert_int_equal(varlog_client_new(&conf, &f.client, err, sizeof(err)), VARLOG_OK);
+    atomic_store(&r->client, f.client);
+    varlog_record_t rec = cf_record("x");
+    assert_int_equal(varlog_append(f.client, 1, &rec, 1, 5000, NULL, NULL), VARLOG_OK);
+    assert_int_equal(varlog_client_refresh(f.client, -1), VARLOG_OK);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 2, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    assert_int_equal(varlog_subscription_next(sub, 5000, &e), VARLOG_OK);
+    varlog_subscription_close(&sub);
+    close_logged(&f, r);
+    if (rec_count(r) != 0) {
+        rec_dump(r);
+        fail_msg("%zu lines logged by a healthy run at the default log.level", rec_count(r));
+    }
     rec_free(r);
 }
 
@@ -293,9 +335,10 @@ static void test_log_cb_may_refresh(void **state)
     assert_false(atomic_load(&r->refresh_from_cb));
     assert_int_equal(atomic_load(&r->nested_rc), VARLOG_OK);
 
-    /* a failing refresh keeps its own reason although the callback made a successful call */
+    /* a failing refresh keeps its own reason although the callback made a successful call
+     * (two failures: a failed member is asked once more through discovery) */
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
-    assert_int_equal(varlog_server_fail_next(f.srv, CF_PATH_METADATA, 14, "injected", 1),
+    assert_int_equal(varlog_server_fail_next(f.srv, CF_PATH_METADATA, 14, "injected", 2),
                      VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, -1), VARLOG_ERR_RPC_UNAVAILABLE);
     assert_non_null(strstr(varlog_last_error(), "injected"));
@@ -353,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_log_debug_metadata_only),
         cmocka_unit_test(test_log_quiet_at_err),
         cmocka_unit_test(test_log_failed_open),
+        cmocka_unit_test(test_log_default_is_quiet),
         cmocka_unit_test(test_log_cb_may_refresh),
         cmocka_unit_test(test_destroy_during_blocked_periodic_refresh),
     };

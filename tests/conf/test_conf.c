@@ -70,7 +70,7 @@ static const struct prop_case cases[] = {
     {"channel.unlisted.grace.ms", "60000", "0", "1m", "-1", "86400001", "[0, 86400000]"},
     {"stats.interval.ms", "0", "1000", "1s", "-1", "86400001", "[0, 86400000]"},
     {"stats.latency", "true", "false", "often", NULL, NULL, NULL},
-    {"log.level", "info", "debug", "verbose", NULL, NULL, NULL},
+    {"log.level", "warning", "debug", "verbose", NULL, NULL, NULL},
     {"debug", "", "rpc,retry", "network", NULL, NULL, NULL},
 };
 #define N_CASES (sizeof(cases) / sizeof(cases[0]))
@@ -286,7 +286,7 @@ static void test_typed_fields(void **state)
     assert_int_equal(conf->cluster_id, 1);
     assert_int_equal(conf->append_retries, 3);
     assert_false(conf->append_retry_maybe_appended);
-    assert_int_equal(conf->log_level, VARLOG_LOG_INFO);
+    assert_int_equal(conf->log_level, VARLOG_LOG_WARNING);
     assert_int_equal(conf->debug_contexts, 0);
     assert_null(conf->log_cb);
     set_ok(conf, "append.batch.max.bytes", "2147483647");
