@@ -538,11 +538,31 @@ void sub_release_streams(varlog_subscription_t *sub)
 /* Looks for log streams new to the topic, and in GLSN order for streams silent past
  * subscribe.stall.timeout.ms while the wanted GLSN must be theirs: another log stream holds
  * a later one, so the wanted one was committed. */
+/* Whether every log stream the topic-wide subscription reads is sealed in view (none of
+ * them takes appends: new entries can only come from a log stream added since). */
+static bool all_read_sealed(const varlog_subscription_t *sub, const md_view_t *view)
+{
+    if (sub->order != SUB_BY_GLSN || sub->n_ls == 0)
+        return false;
+    for (size_t i = 0; i < sub->n_ls; i++) {
+        const md_log_stream_t *l =
+            md_view_log_stream(view, sub->topic_id, sub->ls[i]->log_stream_id);
+        if (!l || !l->sealed)
+            return false;
+    }
+    return true;
+}
+
 static void periodic_check(varlog_subscription_t *sub, int64_t now)
 {
     md_view_t *view = md_current(sub->c);
     if (view->applied_index != sub->view_index && sub_add_log_streams(sub, view) != VARLOG_OK)
         sub_fail(sub, VARLOG_ERR_NOMEM, "subscribe: out of memory adding a log stream");
+    /* Tailing a topic whose log streams are all sealed: appends go to a log stream added
+     * since, which no gap announces (nothing arrives here). Fresh metadata shows it, within
+     * metadata.recheck.interval.ms rather than the periodic refresh. */
+    if (sub->wanted < sub->end && all_read_sealed(sub, view))
+        client_recheck_async(sub->c);
     md_view_unref(view);
     int64_t stall = sub->c->conf->subscribe_stall_timeout_ms;
     tq_item_t min;

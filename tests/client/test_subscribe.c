@@ -516,6 +516,31 @@ static void test_bounded_gap_from_unknown_log_stream(void **state)
     t_finish();
 }
 
+/* Tailing a topic whose only log stream is sealed (as the client's metadata shows): entries
+ * come from a log stream added since, which no gap announces. The subscription reads it
+ * without anyone refreshing its client (whose periodic refresh is off). */
+static void test_sealed_topic_grows(void **state)
+{
+    (void)state;
+    t_start(1, 1, 100, "metadata.recheck.interval.ms", "100", NULL);
+    assert_int_equal(varlog_server_seal(T.f.srv, 1, 1), VARLOG_OK);
+    assert_int_equal(varlog_client_refresh(T.f.client, -1), VARLOG_OK);
+    subscribe_iter_ok(1, 1, VARLOG_GLSN_MAX, &T.sub2);
+    varlog_entry_t e;
+    assert_int_equal(varlog_subscription_next(T.sub2, 0, &e), VARLOG_ERR_TIMED_OUT);
+    int32_t ls = 0;
+    assert_int_equal(varlog_server_add_log_stream(T.f.srv, 1, &ls), VARLOG_OK);
+    varlog_conf_t *conf = cf_conf(&T.f, NULL);
+    varlog_client_t *other = NULL;
+    char err[256];
+    assert_int_equal(varlog_client_new(&conf, &other, err, sizeof(err)), VARLOG_OK);
+    stu_append_n(other, &T.log, 1, ls, 3, 0, 2);
+    varlog_client_destroy(other);
+    drain_ok(T.sub2, &T.sink2, 3);
+    stu_verify(&T.sink2, &T.log, 1, 0, 1, 3);
+    t_finish();
+}
+
 /* A gap that no log stream of the topic fills (fresh metadata shows none unknown to the
  * subscription) is passed over: here the subscription starts at GLSN 0, which no entry has. */
 static void test_gap_below_first_entry(void **state)
@@ -648,6 +673,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_gap_from_unknown_log_stream, teardown),
         cmocka_unit_test_teardown(test_bounded_gap_from_unknown_log_stream, teardown),
         cmocka_unit_test_teardown(test_gap_below_first_entry, teardown),
+        cmocka_unit_test_teardown(test_sealed_topic_grows, teardown),
         cmocka_unit_test_teardown(test_sealed_read, teardown),
         cmocka_unit_test_teardown(test_bad_input, teardown),
     };
