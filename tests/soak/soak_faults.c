@@ -86,8 +86,17 @@ static void one_fault(soak_faults_t *f, long cycle)
         f->append_drops++;
         break;
     case 1:
-        check(f, varlog_server_delay(f->srv, PATH_APPEND, between(f, 20, 300)), "delay");
-        pause_ms(between(f, 300, 1500));
+        /* Every third delay outlasts a synchronous call's timeout: the call gives up
+         * (MAYBE_APPENDED) on a request the server stores when the delay ends, the one way
+         * here to a MAYBE that is stored; the appenders' queues fill meanwhile. */
+        if ((cycle / 6) % 3 == 2) {
+            check(f, varlog_server_delay(f->srv, PATH_APPEND, between(f, 2200, 3000)), "delay");
+            pause_ms(between(f, 1000, 2000));
+            f->long_delays++;
+        } else {
+            check(f, varlog_server_delay(f->srv, PATH_APPEND, between(f, 20, 300)), "delay");
+            pause_ms(between(f, 300, 1500));
+        }
         check(f, varlog_server_delay(f->srv, PATH_APPEND, 0), "undelay");
         f->delays++;
         break;

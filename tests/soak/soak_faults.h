@@ -6,7 +6,8 @@
  * gap, plus one log stream added part way and a full stop and restart every minute:
  *
  *   - Append streams dropped after k answers (request k + 1 neither stored nor answered);
- *   - Append answers delayed, for a while;
+ *   - Append answers delayed, for a while (every third time past a synchronous call's
+ *     timeout);
  *   - the next n AppendRequests refused UNAVAILABLE "not primary replica" or
  *     FAILED_PRECONDITION "sealed" (refusals made before storing);
  *   - a log stream sealed, then unsealed;
@@ -26,6 +27,7 @@ typedef struct soak_faults {
     /* what was injected */
     long append_drops;    /* Append streams armed to drop */
     long delays;          /* delay periods */
+    long long_delays;     /* of those, answers delayed past a synchronous call's timeout */
     long not_primary;     /* AppendRequests armed to be refused "not primary replica" */
     long sealed_refusals; /* ... refused "sealed" */
     long seals;           /* seal-then-unseal periods */

@@ -198,11 +198,12 @@ static void print_summary(long seconds, uint64_t seed, const soak_tally_t *t, so
            sum.not_appended, sum.maybe, sum.maybe_stored, sum.maybe_absent, sum.refused);
     printf("failures by code and outcome (calls, one text each):\n");
     soak_print_texts(&ledger);
-    printf("faults: %ld Append streams dropped, %ld delay periods, %ld requests refused "
+    printf("faults: %ld Append streams dropped, %ld delay periods (%ld past 2 s), %ld requests "
+           "refused "
            "\"not primary replica\", %ld refused \"sealed\", %ld seal/unseal, %ld reader "
            "streams dropped, %ld log stream added, %ld stop/restart (%.1f s down)%s\n",
-           faults.append_drops, faults.delays, faults.not_primary, faults.sealed_refusals,
-           faults.seals, faults.reader_drops, faults.added, faults.restarts,
+           faults.append_drops, faults.delays, faults.long_delays, faults.not_primary,
+           faults.sealed_refusals, faults.seals, faults.reader_drops, faults.added, faults.restarts,
            (double)faults.down_ms / 1000.0,
            faults.failed_calls ? " -- SOME FAULT CALLS FAILED" : "");
     printf("client: %" PRIu64 " sync attempts, %" PRIu64 " retries, %" PRIu64 " lookups, %" PRIu64
