@@ -59,6 +59,29 @@ tsan: deps
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && $(CTEST) -LE 'memcheck|cluster|soak'
 
+# libFuzzer harnesses (tests/fuzz, docs/RELIABILITY.md "Fuzzing"), built with clang in
+# build-fuzz/: fuzz-deps installs clang (scripts/install-deps.sh --fuzz), which nothing else
+# needs. fuzz-smoke runs each harness FUZZ_SMOKE_SECONDS from its seeds and fails on any
+# crash; fuzz is the long run (FUZZ_SECONDS each, FUZZ_JOBS at a time).
+FUZZ_BUILD         ?= build-fuzz
+FUZZ_SECONDS       ?= 600
+FUZZ_SMOKE_SECONDS ?= 30
+FUZZ_JOBS          ?= 1
+
+fuzz-deps:
+	./scripts/install-deps.sh --fuzz
+
+fuzz-build: fuzz-deps
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVARLOG_FUZZ=ON \
+		-DVARLOG_BUILD_TESTS=OFF -DVARLOG_BUILD_BENCH=OFF $(CMAKE_ARGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target varlog_fuzzers
+
+fuzz-smoke: fuzz-build
+	./scripts/fuzz.sh -b $(FUZZ_BUILD) -t $(FUZZ_SMOKE_SECONDS) -j $(FUZZ_JOBS)
+
+fuzz: fuzz-build
+	./scripts/fuzz.sh -b $(FUZZ_BUILD) -t $(FUZZ_SECONDS) -j $(FUZZ_JOBS)
+
 bench: build
 	$(BUILD)/bench/bench_pool
 	$(BUILD)/bench/bench_append
@@ -83,4 +106,4 @@ check-wire:
 	../shared/tools/check-wire-compat .
 
 clean:
-	rm -rf $(BUILD) build-asan build-ubsan build-tsan
+	rm -rf $(BUILD) build-asan build-ubsan build-tsan build-fuzz

@@ -1,10 +1,22 @@
 #!/bin/sh
 # Installs, with apt-get, the Debian packages libvarlog needs to build and test.
 # Idempotent: only missing packages are installed. Works as root, or via sudo.
+# --fuzz: also the second list, what the libFuzzer harnesses need (`make fuzz-smoke`,
+# `make fuzz`): clang and its sanitizer and libFuzzer runtimes. The normal build needs no clang.
 set -eu
 
 PACKAGES="gcc make cmake pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
 libcmocka-dev libcjson-dev valgrind python3-protobuf"
+FUZZ_PACKAGES="clang libclang-rt-14-dev"
+
+case "${1:-}" in
+--fuzz) PACKAGES="$PACKAGES $FUZZ_PACKAGES" ;;
+"") ;;
+*)
+    echo "usage: $0 [--fuzz]" >&2
+    exit 2
+    ;;
+esac
 
 missing=""
 for p in $PACKAGES; do
