@@ -205,7 +205,7 @@ varlog_err_t adm_op_begin(adm_op_t *op, varlog_admin_t *a, int64_t timeout_ms, n
     op->nf = nf;
     op->topic_id = topic_id;
     op->deadline_ms =
-        wire_now_ms() + (timeout_ms < 0 ? VARLOG_ADMIN_TIMEOUT_DEFAULT_MS : timeout_ms);
+        wire_deadline_ms(timeout_ms < 0 ? VARLOG_ADMIN_TIMEOUT_DEFAULT_MS : timeout_ms);
     pthread_mutex_lock(&a->mu);
     bool closing = a->closing;
     if (!closing)

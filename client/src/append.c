@@ -608,7 +608,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
 {
     if (outcome)
         *outcome = VARLOG_NOT_APPENDED;
-    int64_t deadline = timeout_ms < 0 ? -1 : wire_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : wire_deadline_ms(timeout_ms);
     varlog_err_t err = check_input(c, topic_id, records, n, timeout_ms);
     if (err != VARLOG_OK)
         return err;

@@ -431,7 +431,7 @@ static bool member_at_fault(varlog_err_t err)
 
 static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
 {
-    int64_t deadline = wire_now_ms() + timeout_ms;
+    int64_t deadline = wire_deadline_ms(timeout_ms);
     pthread_mutex_lock(&c->mu);
     char *address = c->mr_address ? strdup(c->mr_address) : NULL;
     pthread_mutex_unlock(&c->mu);
@@ -503,7 +503,7 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
 {
     if (timeout_ms < 0)
         timeout_ms = c->conf->metadata_call_timeout_ms;
-    int64_t deadline = wire_now_ms() + timeout_ms;
+    int64_t deadline = wire_deadline_ms(timeout_ms);
     pthread_mutex_lock(&c->fetch_mu);
     while (c->fetching) {
         /* Join the call in flight instead of starting another. */

@@ -164,8 +164,7 @@ static varlog_err_t fanout_error(varlog_client_t *c, const pt_call_t *calls, siz
 
 static int64_t op_deadline(const varlog_client_t *c, int64_t timeout_ms)
 {
-    int64_t t = timeout_ms < 0 ? c->conf->metadata_call_timeout_ms : timeout_ms;
-    return wire_now_ms() + t;
+    return wire_deadline_ms(timeout_ms < 0 ? c->conf->metadata_call_timeout_ms : timeout_ms);
 }
 
 /* ---- peek ------------------------------------------------------------------------------------ */

@@ -409,7 +409,7 @@ varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeou
     }
     sub->in_next++;
     pthread_mutex_unlock(&sub->mu);
-    int64_t deadline = timeout_ms < 0 ? -1 : wire_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : wire_deadline_ms(timeout_ms);
     varlog_err_t err = sub_step(sub, deadline, entry);
     pthread_mutex_lock(&sub->mu);
     if (--sub->in_next == 0)

@@ -147,6 +147,9 @@ char *wire_slice_strdup(grpc_slice slice);
 gpr_timespec wire_deadline(int64_t timeout_ms);
 /* Milliseconds on the monotonic clock, for bookkeeping. */
 int64_t wire_now_ms(void);
+/* wire_now_ms() + timeout_ms (timeout_ms >= 0), INT64_MAX where the sum would overflow: a
+ * timeout of INT64_MAX ms is a deadline that never comes, not one that wrapped into the past. */
+int64_t wire_deadline_ms(int64_t timeout_ms);
 
 /* Condition variables of the client and server wait on the monotonic clock, so that their
  * timeouts survive wall-clock steps: initialise them with wire_cond_init and compute the

@@ -373,6 +373,12 @@ int64_t wire_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t wire_deadline_ms(int64_t timeout_ms)
+{
+    int64_t now = wire_now_ms();
+    return timeout_ms > INT64_MAX - now ? INT64_MAX : now + timeout_ms;
+}
+
 /* Keepalive: the client pings every 10 s (also without calls), as Varlog's Go client does, and
  * waits up to 20 s for the ack (gRPC's and Go's default timeout) rather than the Go client's
  * 1.5 s: an ack queued behind a large write or a starved peer arrives late, and a short timeout

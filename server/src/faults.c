@@ -441,7 +441,7 @@ void server_unary_dispatch(struct varlog_server *srv, int m, rpc_server_call_t *
             rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
             return;
         }
-        d->item.due_ms = wire_now_ms() + delay;
+        d->item.due_ms = wire_deadline_ms(delay);
         d->item.fire = unary_fire;
         d->item.drop = unary_drop;
         d->srv = srv;

@@ -294,7 +294,7 @@ static void append_message(rpc_server_call_t *call, const ProtobufCMessage *msg,
             rpc_server_call_finish(call, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
             return;
         }
-        d->item.due_ms = wire_now_ms() + delay;
+        d->item.due_ms = wire_deadline_ms(delay);
         d->item.fire = append_fire;
         d->item.drop = append_drop;
         d->a = a;
@@ -451,7 +451,7 @@ static void sub_start(rpc_server_call_t *call, const ProtobufCMessage *msg, void
     int64_t delay = faults_delay(&srv->faults, m);
     rpc_server_call_set_user(call, s);
     if (delay > 0) {
-        s->not_before_ms = wire_now_ms() + delay;
+        s->not_before_ms = wire_deadline_ms(delay);
         struct sub_wake *w = calloc(1, sizeof(*w));
         if (w) {
             w->item.due_ms = s->not_before_ms;
