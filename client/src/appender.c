@@ -558,6 +558,10 @@ varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t timeout_ms,
         *still_pending = 0;
     if (!app)
         return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_flush: appender is NULL");
+    if (timeout_ms < -1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "appender_flush: timeout_ms %lld (0 = do not wait, -1 = no limit)",
+                           (long long)timeout_ms);
     if (on_app_thread(app))
         return errtext_set(VARLOG_ERR_STATE,
                            "appender_flush: called from the appender's own callback, it would "

@@ -392,6 +392,11 @@ varlog_err_t varlog_client_refresh(varlog_client_t *c, int64_t timeout_ms)
 {
     if (!c)
         return errtext_set(VARLOG_ERR_INVALID_ARG, "varlog_client_refresh: client is NULL");
+    if (timeout_ms == 0 || timeout_ms < -1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "varlog_client_refresh: timeout_ms %lld (give a positive timeout, or -1 "
+                           "for metadata.call.timeout.ms)",
+                           (long long)timeout_ms);
     varlog_err_t err = client_enter(c);
     if (err != VARLOG_OK)
         return err;

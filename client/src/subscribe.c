@@ -402,6 +402,11 @@ varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeou
     if (sub->has_handlers)
         return errtext_set(VARLOG_ERR_STATE,
                            "subscription_next: the subscription delivers to its handlers");
+    if (timeout_ms < -1)
+        return errtext_set(VARLOG_ERR_INVALID_ARG,
+                           "subscription_next: timeout_ms %lld (0 = only what is buffered, -1 = "
+                           "for ever)",
+                           (long long)timeout_ms);
     pthread_mutex_lock(&sub->mu);
     if (sub->closing) {
         pthread_mutex_unlock(&sub->mu);

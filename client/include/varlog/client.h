@@ -96,7 +96,8 @@ VARLOG_API void varlog_client_destroy(varlog_client_t *client);
 /*
  * Fetches the cluster metadata now (GetMetadata) and replaces the client's view when it
  * changed. Blocks for at most timeout_ms (-1 = metadata.call.timeout.ms). Concurrent
- * refreshes share one call. Errors: INVALID_ARG, CLOSED, TIMED_OUT, RPC_* codes.
+ * refreshes share one call. Errors: INVALID_ARG (NULL client, timeout_ms 0 or below -1),
+ * CLOSED, TIMED_OUT, RPC_* codes.
  */
 VARLOG_API varlog_err_t varlog_client_refresh(varlog_client_t *client, int64_t timeout_ms);
 
