@@ -196,6 +196,8 @@ varlog_err_t allowlist_list(allowlist_t *al, int32_t topic_id, int64_t now_ms, i
         count++;
     }
     pthread_mutex_unlock(&al->mu);
+    if (!t)
+        return VARLOG_ERR_UNKNOWN_TOPIC; /* *n left alone, as the other list calls do */
     *n = count;
-    return t ? VARLOG_OK : VARLOG_ERR_UNKNOWN_TOPIC;
+    return VARLOG_OK;
 }
