@@ -372,15 +372,23 @@ static bool all_space(const char *s)
     return *s == '\0';
 }
 
+/* A value quoted in an error text is cut at SHOWN_MAX bytes (then "..."): a 64 KiB value
+ * would otherwise fill the whole text and push out what is wrong with it. Use with "%.*s%s". */
+#define SHOWN_MAX 64
+#define SHOWN(s, len)                                                                              \
+    (int)((len) > SHOWN_MAX ? SHOWN_MAX : (len)), (s), (len) > SHOWN_MAX ? "..." : ""
+
 static varlog_err_t set_int(varlog_conf_t *conf, const conf_property_t *p, const char *value)
 {
     char range[64];
     int64_t v = 0;
     enum int_parse r = parse_int64(value, strlen(value), &v);
     if (r == INT_NOT_INT)
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%s\" is not an integer", p->name, value);
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" is not an integer", p->name,
+                           SHOWN(value, strlen(value)));
     if (r == INT_OVERFLOW || v < p->min || v > p->max)
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %s is out of range %s", p->name, value,
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %.*s%s is out of range %s", p->name,
+                           SHOWN(value, strlen(value)),
                            conf_property_range(p, range, sizeof(range)));
     *(int64_t *)field_of(conf, p) = v;
     return VARLOG_OK;
@@ -397,8 +405,8 @@ static varlog_err_t set_bool(varlog_conf_t *conf, const conf_property_t *p, cons
         }
     }
     return errtext_set(VARLOG_ERR_INVALID_ARG,
-                       "%s: \"%s\" is not a boolean (true/false, 1/0, yes/no, on/off)", p->name,
-                       value);
+                       "%s: \"%.*s%s\" is not a boolean (true/false, 1/0, yes/no, on/off)", p->name,
+                       SHOWN(value, strlen(value)));
 }
 
 /* Index of the symbol s[0, len) names, case-insensitively; -1 when none. */
@@ -416,7 +424,8 @@ static varlog_err_t set_enum(varlog_conf_t *conf, const conf_property_t *p, cons
     char range[160];
     int idx = find_symbol(p->symbols, value, strlen(value));
     if (idx < 0)
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%s\" is not one of %s", p->name, value,
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" is not one of %s", p->name,
+                           SHOWN(value, strlen(value)),
                            conf_property_range(p, range, sizeof(range)));
     memcpy(field_of(conf, p), &idx, sizeof(idx));
     return VARLOG_OK;
@@ -434,16 +443,17 @@ static varlog_err_t set_ctxs(varlog_conf_t *conf, const conf_property_t *p, cons
             size_t len = comma ? (size_t)(comma - s) : strlen(s);
             trim(&elem, &len);
             if (len == 0)
-                return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%s\" has an empty element",
-                                   p->name, value);
+                return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" has an empty element",
+                                   p->name, SHOWN(value, strlen(value)));
             int idx = find_symbol(p->symbols, elem, len);
             if (idx >= 0)
                 bits |= 1u << idx;
             else if (len == strlen(CTX_ALL_WORD) && strncasecmp(elem, CTX_ALL_WORD, len) == 0)
                 bits |= VARLOG_LOG_CTX_ALL;
             else
-                return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" is not one of %s", p->name,
-                                   (int)len, elem, conf_property_range(p, range, sizeof(range)));
+                return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" is not one of %s",
+                                   p->name, SHOWN(elem, len),
+                                   conf_property_range(p, range, sizeof(range)));
             if (!comma)
                 break;
             s = comma + 1;
@@ -464,31 +474,31 @@ static varlog_err_t check_address(const conf_property_t *p, const char *a, size_
     }
     size_t host_len = colon ? (size_t)(colon - a) : 0;
     if (!colon || host_len == 0)
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" is not host:port", p->name,
-                           (int)len, a);
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" is not host:port", p->name,
+                           SHOWN(a, len));
     bool bracketed = a[0] == '[';
     if (bracketed != (a[host_len - 1] == ']') || (bracketed && host_len < 3))
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" has a malformed [host]", p->name,
-                           (int)len, a);
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" has a malformed [host]", p->name,
+                           SHOWN(a, len));
     for (size_t i = 0; i < host_len; i++) {
         bool bad = is_space(a[i]) || (!bracketed && a[i] == ':') ||
                    (i > 0 && i < host_len - 1 && (a[i] == '[' || a[i] == ']'));
         if (bad)
             return errtext_set(VARLOG_ERR_INVALID_ARG,
-                               "%s: \"%.*s\" is not host:port (IPv6 hosts go in brackets)", p->name,
-                               (int)len, a);
+                               "%s: \"%.*s%s\" is not host:port (IPv6 hosts go in brackets)",
+                               p->name, SHOWN(a, len));
     }
     const char *port = colon + 1;
     size_t port_len = len - host_len - 1;
     int64_t v = 0;
     enum int_parse r = parse_int64(port, port_len, &v);
     if (r == INT_NOT_INT)
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s\" has no decimal port", p->name,
-                           (int)len, a);
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" has no decimal port", p->name,
+                           SHOWN(a, len));
     if (r == INT_OVERFLOW || v < 1 || v > PORT_MAX)
         return errtext_set(VARLOG_ERR_INVALID_ARG,
-                           "%s: \"%.*s\" has port %.*s, out of range [1, %d]", p->name, (int)len, a,
-                           (int)port_len, port, PORT_MAX);
+                           "%s: \"%.*s%s\" has port %.*s%s, out of range [1, %d]", p->name,
+                           SHOWN(a, len), SHOWN(port, port_len), PORT_MAX);
     return VARLOG_OK;
 }
 
@@ -508,10 +518,10 @@ static varlog_err_t set_addrs(varlog_conf_t *conf, const conf_property_t *p, con
             const char *elem = s;
             size_t len = comma ? (size_t)(comma - s) : strlen(s);
             trim(&elem, &len);
-            varlog_err_t err = len == 0
-                                   ? errtext_set(VARLOG_ERR_INVALID_ARG,
-                                                 "%s: \"%s\" has an empty element", p->name, value)
-                                   : check_address(p, elem, len);
+            varlog_err_t err = len == 0 ? errtext_set(VARLOG_ERR_INVALID_ARG,
+                                                      "%s: \"%.*s%s\" has an empty element",
+                                                      p->name, SHOWN(value, strlen(value)))
+                                        : check_address(p, elem, len);
             if (err != VARLOG_OK) {
                 free(norm);
                 return err;
@@ -668,7 +678,8 @@ varlog_err_t varlog_conf_set(varlog_conf_t *conf, const char *name, const char *
     }
     const conf_property_t *p = find_property(name);
     if (!p) {
-        err = errtext_set(VARLOG_ERR_INVALID_ARG, "unknown property \"%s\"", name);
+        err = errtext_set(VARLOG_ERR_INVALID_ARG, "unknown property \"%.*s%s\"",
+                          SHOWN(name, strlen(name)));
         return fail(err, errstr, errstr_size);
     }
     err = set_value(conf, p, value);
@@ -688,7 +699,8 @@ varlog_err_t varlog_conf_get(const varlog_conf_t *conf, const char *name, char *
                                    : "size");
     const conf_property_t *p = find_property(name);
     if (!p)
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "unknown property \"%s\"", name);
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "unknown property \"%.*s%s\"",
+                           SHOWN(name, strlen(name)));
     size_t need = format_value(conf, p, NULL, 0) + 1;
     if (buf && *size >= need)
         format_value(conf, p, buf, *size);
