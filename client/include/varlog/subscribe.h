@@ -89,7 +89,9 @@ typedef struct varlog_subscribe_handlers {
  * (copied) on the subscription's thread. Checks the topic against the client's metadata
  * (refreshing it once, within metadata.call.timeout.ms, if the topic is unknown) and opens
  * the streams; does not wait for them. On success *out is owned by the caller, released
- * with varlog_subscription_close (varlog_client_destroy closes subscriptions still open).
+ * with varlog_subscription_close (varlog_client_destroy closes subscriptions still open and
+ * leaves each handle valid for varlog_subscription_next, which returns CLOSED,
+ * varlog_subscription_stats and varlog_subscription_close, which then frees it).
  * Errors: INVALID_ARG (NULL client, handlers, on_entry or out; topic_id < 1;
  * begin_glsn >= end_glsn), UNKNOWN_TOPIC, CLOSED (client closing), NOMEM, INTERNAL (thread),
  * or the metadata refresh's error. The text is in varlog_last_error().
