@@ -118,7 +118,7 @@ static void ls_free(store_t *st, store_ls_t *ls)
 varlog_err_t store_add_topic_locked(store_t *st, int32_t *topic_id)
 {
     int32_t id = st->n_topics ? st->topics[st->n_topics - 1]->id + 1 : 1;
-    if (id <= 0)
+    if (id <= 0 || st->n_topics >= VARLOG_SERVER_MAX_TOPICS)
         return VARLOG_ERR_INVALID_ARG;
     store_topic_t **topics = realloc(st->topics, (st->n_topics + 1) * sizeof(*topics));
     if (!topics)
@@ -141,7 +141,7 @@ varlog_err_t store_add_ls_locked(store_t *st, int32_t topic_id, int32_t *ls_id)
     store_topic_t *t = store_topic_locked(st, topic_id);
     if (!t)
         return VARLOG_ERR_RPC_NOT_FOUND;
-    if (st->max_ls_id == INT32_MAX)
+    if (st->max_ls_id >= VARLOG_SERVER_MAX_LOG_STREAMS) /* ids are never reused */
         return VARLOG_ERR_INVALID_ARG;
     store_ls_t **lss = realloc(t->lss, (t->n_lss + 1) * sizeof(*lss));
     if (!lss)

@@ -60,7 +60,8 @@ varlog_err_t varlog_server_start(const varlog_server_opts_t *opts, varlog_server
     *out = NULL;
     if (!opts || opts->topics < 0 || opts->log_streams_per_topic < 0)
         return VARLOG_ERR_INVALID_ARG;
-    if ((int64_t)opts->topics * opts->log_streams_per_topic > INT32_MAX)
+    if (opts->topics > VARLOG_SERVER_MAX_TOPICS ||
+        (int64_t)opts->topics * opts->log_streams_per_topic > VARLOG_SERVER_MAX_LOG_STREAMS)
         return VARLOG_ERR_INVALID_ARG;
     const char *listen = opts->listen_address ? opts->listen_address : LISTEN_HOST ":0";
     int port = 0;

@@ -43,6 +43,12 @@ extern "C" {
 
 typedef struct varlog_server varlog_server_t;
 
+/* Most topics, and most log streams, a server holds: every one stays in memory and in every
+ * metadata answer, and a count near 2^31 would exhaust the machine's memory long before an
+ * allocation failed (Linux overcommits; the process would be killed, not told NOMEM). */
+#define VARLOG_SERVER_MAX_TOPICS (1 << 20)
+#define VARLOG_SERVER_MAX_LOG_STREAMS (1 << 20)
+
 typedef struct varlog_server_opts {
     /* "127.0.0.1:PORT"; PORT 0 picks a free port. NULL = "127.0.0.1:0". Only 127.0.0.1 is
      * accepted: the server is for tests and local tools, never for a network. */
@@ -72,9 +78,10 @@ typedef struct varlog_server_opts {
 /* Creates a server with cluster id 1 and one storage node (id 1) and starts serving.
  * opts is read during the call only. On success *out is owned by the caller
  * (varlog_server_destroy). Blocks for a few milliseconds (binding, starting threads).
- * Errors: INVALID_ARG (NULL, a negative count, more than 2^31-1 log streams, a listen
- * address that is not 127.0.0.1:PORT), RPC_UNAVAILABLE (the port cannot be bound), NOMEM,
- * INTERNAL (a thread could not be started). */
+ * Errors: INVALID_ARG (NULL, a negative count, more than VARLOG_SERVER_MAX_TOPICS topics or
+ * VARLOG_SERVER_MAX_LOG_STREAMS log streams, a listen address that is not 127.0.0.1:PORT),
+ * RPC_UNAVAILABLE (the port cannot be bound), NOMEM, INTERNAL (a thread could not be
+ * started). */
 VARLOG_API varlog_err_t varlog_server_start(const varlog_server_opts_t *opts,
                                             varlog_server_t **out);
 
@@ -104,11 +111,12 @@ VARLOG_API void varlog_server_destroy(varlog_server_t *srv);
 /* ---- topology (each change bumps the metadata's applied index, as the real MR does) ---- */
 
 /* Adds a topic without log streams; its id (the largest so far + 1) goes to *topic_id
- * (may be NULL). Errors: INVALID_ARG, NOMEM. */
+ * (may be NULL). Errors: INVALID_ARG (NULL, VARLOG_SERVER_MAX_TOPICS topics held), NOMEM. */
 VARLOG_API varlog_err_t varlog_server_add_topic(varlog_server_t *srv, int32_t *topic_id);
 
 /* Adds a log stream to topic; its id (the largest in the cluster + 1) goes to *log_stream_id
- * (may be NULL). Errors: INVALID_ARG (NULL), RPC_NOT_FOUND (no such topic), NOMEM. */
+ * (may be NULL). Errors: INVALID_ARG (NULL, VARLOG_SERVER_MAX_LOG_STREAMS ids given out),
+ * RPC_NOT_FOUND (no such topic), NOMEM. */
 VARLOG_API varlog_err_t varlog_server_add_log_stream(varlog_server_t *srv, int32_t topic_id,
                                                      int32_t *log_stream_id);
 
