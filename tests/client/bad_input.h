@@ -36,6 +36,23 @@ typedef struct bi_row {
     bi_call_fn *call;
 } bi_row_t;
 
+/* A row's call: ROW for a body, CALL for one expression; R and R2 write a row. */
+#define ROW(name) static varlog_err_t name(bi_env_t *e)
+#define CALL(name, expr)                                                                           \
+    ROW(name)                                                                                      \
+    {                                                                                              \
+        (void)e;                                                                                   \
+        return (expr);                                                                             \
+    }
+/* clang-format off */
+#define R(fn, input, want, text, call) {#fn, input, want, 0, text, call}
+#define R2(fn, input, want, alt, text, call) {#fn, input, want, alt, text, call}
+/* clang-format on */
+#define OK VARLOG_OK
+#define INVAL VARLOG_ERR_INVALID_ARG
+#define CLOSED VARLOG_ERR_CLOSED
+#define TABLE(t) ((bi_table_t){t, sizeof(t) / sizeof(t[0])})
+
 /* Makes the row's call report BI_BROKEN with this reason. */
 varlog_err_t bi_broken(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
