@@ -30,10 +30,25 @@
 #include "varlog/server.h"
 #include "varlog/subscribe.h"
 
-/* Exit statuses. */
+/* Exit statuses. On CLI_EXIT_FAIL stdout carries nothing a script could take for a result
+ * (what was done before the failure goes to stderr with the error); CLI_EXIT_INTERRUPTED
+ * (SIGINT or SIGTERM cut a finite job short: 128 + SIGINT, as a shell reports a Ctrl-C) marks
+ * what stdout holds as partial, and stderr says so. A tail without end stopped by Ctrl-C is
+ * no interruption: that is how it ends. */
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
+#define CLI_EXIT_INTERRUPTED 130
+
+/* How every help states the suffixes of a number that takes them (cli_parse_i64 with
+ * allow_suffix; varlog-server's --max-bytes says the same). */
+#define CLI_SIZE_SUFFIXES "suffix k, m or g: x1024"
+
+/* Period of the live progress lines on a terminal (subscribe --count, bench). */
+#define CLI_PROGRESS_MS 500
+
+/* How long varlog_client_new may take before the client says what it is waiting for. */
+#define CLI_OPEN_NOTICE_MS 1000
 
 typedef struct cli_ctx {
     const char *prog; /* "varlog-cli" (argv[0]'s base name) */
@@ -49,6 +64,8 @@ typedef struct cli_ctx {
     int32_t embedded_topics;
     int32_t embedded_log_streams;
     bool quiet; /* -q: no "using an embedded server" notice */
+    /* > 0: the command's --timeout, which also bounds opening the client (open.timeout.ms) */
+    int64_t open_timeout_ms;
 } cli_ctx_t;
 
 /* Set by SIGINT/SIGTERM once cli_catch_signals was called: long-running commands (a tailing
@@ -63,6 +80,10 @@ void cli_catch_signals(void);
  * *srv_out receives it (NULL with --mr). The client is opened from a copy of ctx->conf.
  * Returns CLI_EXIT_OK, or CLI_EXIT_FAIL after printing one line that names the address and
  * the error (nothing is left open then). Release with cli_close_client.
+ * The library keeps retrying the metadata repository within open.timeout.ms (10 s; the
+ * command's --timeout when ctx->open_timeout_ms is set): past CLI_OPEN_NOTICE_MS a line on
+ * stderr says what it waits for (what a TCP connection to the first address says) and how
+ * long it may wait.
  */
 int cli_open_client(cli_ctx_t *ctx, varlog_client_t **out, varlog_server_t **srv_out);
 
@@ -101,6 +122,9 @@ bool cli_parse_i64(const cli_ctx_t *ctx, const char *name, const char *text, int
                    int64_t max, bool allow_suffix, int64_t *out);
 bool cli_parse_u64(const cli_ctx_t *ctx, const char *name, const char *text, uint64_t min,
                    uint64_t max, uint64_t *out);
+
+/* one or many by n: "1 topic", "2 topics" */
+const char *cli_plural(long long n, const char *one, const char *many);
 
 /* How cli_consume reads a subscription. */
 typedef struct cli_consume_opts {

@@ -10,21 +10,29 @@
 static void usage(FILE *out, const cli_ctx_t *ctx)
 {
     fprintf(out,
-            "usage: %s [OPTIONS] append [--topic T] [--log-stream L] [--count N [--size B]]\n"
-            "                  [--batch N] [--sync] [--timeout MS] [--positions]\n"
+            "usage: %s [OPTIONS] append [--topic T] [--log-stream L]\n"
+            "                  [--count N [--size B]] [--batch N] [--sync] [--timeout MS]\n"
+            "                  [--positions]\n"
             "  Appends each line of stdin as one record (without its newline; empty lines are\n"
             "  skipped), or, with --count, N generated records of B bytes (default 100).\n"
             "  --topic T        topic id (default 1)\n"
             "  --log-stream L   append to log stream L only (default: any of the topic's)\n"
             "  --count N        generate N records instead of reading stdin\n"
-            "  --size B         generated record size in bytes, suffixes k, m (default 100)\n"
+            "                   (" CLI_SIZE_SUFFIXES ")\n"
+            "  --size B         generated record size in bytes (default 100;\n"
+            "                   " CLI_SIZE_SUFFIXES ")\n"
             "  --batch N        records per append call (default 1)\n"
             "  --sync           varlog_append, one call at a time, instead of the pipelined\n"
             "                   appender\n"
-            "  --timeout MS     bound on each call (sync) or on the final flush (default: none)\n"
+            "  --timeout MS     bound on opening the client, and on each call (sync) or on\n"
+            "                   the final flush (default: open.timeout.ms, then none)\n"
             "  --positions      print 'GLSN LLSN LS' for every record appended\n"
-            "  Prints 'appended N records, GLSN A..B' (the lowest and highest GLSN) on stdout.\n"
-            "  Exit status 1 when any record failed (the first failure is printed).\n",
+            "  Prints 'appended N records, GLSN A..B' (the lowest and highest GLSN) on\n"
+            "  stdout. Exit status 1 when any record failed: what was appended and the first\n"
+            "  failure go to stderr, nothing to stdout but --positions lines; 130 when\n"
+            "  interrupted (Ctrl-C): the summary ends with '(interrupted)'.\n"
+            "  Record size limits: append.record.max.bytes (4 MiB) with --sync, and\n"
+            "  appender.batch.max.bytes (1 MiB) through the appender (-X raises them).\n",
             ctx->prog);
 }
 
@@ -292,6 +300,7 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
         rc = cli_fail(ctx, VARLOG_ERR_NOMEM, "allocating buffers");
         goto out;
     }
+    ctx->open_timeout_ms = timeout_ms;
     rc = cli_open_client(ctx, &client, &srv);
     if (rc != CLI_EXIT_OK)
         goto out;
@@ -302,20 +311,36 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
     else
         rc = run_pipelined(ctx, client, (int32_t)topic, (int32_t)ls, &b, &src, (size_t)batch_max,
                            timeout_ms, &st);
+    /* The summary: stdout only when every record read was appended (a result); after a
+     * failure the same facts go to stderr with the error, so that nothing on stdout passes
+     * for a result; an interrupted run says so and exits CLI_EXIT_INTERRUPTED. */
+    char summary[160];
     if (st.appended > 0)
-        printf("appended %" PRIu64 " records, GLSN %" PRIu64 "..%" PRIu64 "\n", st.appended,
-               st.glsn_min, st.glsn_max);
+        snprintf(summary, sizeof summary, "appended %" PRIu64 " %s, GLSN %" PRIu64 "..%" PRIu64,
+                 st.appended, cli_plural((long long)st.appended, "record", "records"), st.glsn_min,
+                 st.glsn_max);
     else
-        printf("appended 0 records\n");
-    fflush(stdout);
+        snprintf(summary, sizeof summary, "appended 0 records");
     if (st.failed + st.maybe > 0) {
         fprintf(stderr,
-                "%s %s: %" PRIu64 " records not appended, %" PRIu64
+                "%s %s: %s; %" PRIu64 " not appended, %" PRIu64
                 " maybe appended; first failure: %s: %s\n",
-                ctx->prog, ctx->cmd, st.failed, st.maybe, varlog_err_name(st.first_err),
+                ctx->prog, ctx->cmd, summary, st.failed, st.maybe, varlog_err_name(st.first_err),
                 st.first_errtext);
         rc = CLI_EXIT_FAIL;
+    } else if (rc != CLI_EXIT_OK && st.appended > 0) {
+        fprintf(stderr, "%s %s: %s before the failure above\n", ctx->prog, ctx->cmd, summary);
+    } else if (rc != CLI_EXIT_OK) {
+        /* the failure's line said it all: nothing was appended */
+    } else if (cli_stop_requested) {
+        printf("%s (interrupted)\n", summary);
+        fprintf(stderr, "%s %s: interrupted: %s; the rest of the input was not appended\n",
+                ctx->prog, ctx->cmd, summary);
+        rc = CLI_EXIT_INTERRUPTED;
+    } else {
+        printf("%s\n", summary);
     }
+    fflush(stdout);
 out:
     cli_close_client(client, srv);
     batch_clear(&b);

@@ -16,64 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "cli.h"
-#include "histogram.h"
-
-enum { MAX_PRODUCERS = 256, MAX_ERR_KINDS = 16, MAX_RECORD = 1 << 20 };
-
-typedef enum bench_mode { MODE_APPEND = 1, MODE_SUBSCRIBE = 2, MODE_BOTH = 3 } bench_mode_t;
-
-typedef struct bench_opts {
-    bench_mode_t mode;
-    size_t size;
-    int producers;
-    uint64_t count;    /* 0: run for duration_s */
-    double duration_s; /* used when count is 0 */
-    double rate;       /* records/s over all producers; 0 = unlimited */
-    int32_t topic;
-    bool json;
-    const char *batch, *linger, *depth; /* as given; NULL = the configuration's */
-} bench_opts_t;
-
-/* Failures by (outcome, error), as the callbacks saw them. */
-typedef struct err_kind {
-    varlog_outcome_t outcome;
-    varlog_err_t err;
-    uint64_t count;
-} err_kind_t;
-
-typedef struct bench_append {
-    const bench_opts_t *o;
-    varlog_appender_t *app;
-    vhist_t lat;
-    int64_t t_end_ns;          /* duration mode */
-    _Atomic uint64_t next_seq; /* count mode: records claimed by producers */
-    _Atomic uint64_t sent;     /* append calls accepted */
-    _Atomic uint64_t queue_full;
-    _Atomic int producers_done;
-    /* written by the appender's thread (callbacks); read after flush, or relaxed for
-     * progress */
-    _Atomic uint64_t appended;
-    _Atomic uint64_t failed;
-    uint64_t failed_by_outcome[3];
-    err_kind_t kinds[MAX_ERR_KINDS];
-    size_t nkinds;
-    uint64_t other_kinds; /* failures beyond MAX_ERR_KINDS distinct pairs */
-    uint64_t lo_glsn, hi_glsn;
-    char first_errtext[256];
-    /* producers' own failures: a refused append call (a varlog_err_t) */
-    _Atomic int refused;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-} bench_append_t;
-
-typedef struct phase_result {
-    uint64_t records, bytes;
-    int64_t elapsed_ns;
-    double cpu_s;
-} phase_result_t;
+#include "bench.h"
 
 static int64_t now_ns(void)
 {
@@ -100,34 +44,38 @@ static void sleep_until_ns(int64_t t)
     }
 }
 
+/* The layout of every command's help (cli/cmd_*.c): usage lines, then two-space indented
+ * text and options. */
 static void print_usage(const cli_ctx_t *ctx)
 {
-    printf("usage: %s [--mr ADDR] [-X key=value]... bench [options]\n"
-           "\n"
-           "Measures append and/or subscribe throughput and append latency. Producer threads\n"
-           "append generated records, one per call, through one topic-wide pipelined appender;\n"
-           "latency runs from the append call to its callback. The subscribe phase reads the\n"
-           "records back topic-wide in GLSN order (with --mode subscribe alone: the topic's last\n"
-           "--count records, appended first when the topic holds fewer). Without --mr it runs\n"
-           "against an embedded server started in-process (whose CPU then counts as the\n"
-           "client's). A progress line is shown on stderr when it is a terminal.\n"
-           "\n"
-           "  --mode M        append, subscribe or both (default append)\n"
-           "  --size B        bytes per record, 1..%d (default 100; suffix k)\n"
-           "  --batch N       appender.batch.max.records: records per AppendRequest\n"
-           "  --linger MS     appender.linger.ms: wait for a fuller batch\n"
-           "  --depth N       appender.pipeline.depth: requests in flight per log stream\n"
-           "  --producers N   producer threads, 1..%d (default 1)\n"
-           "  --count N       records to append (suffixes k, m)\n"
-           "  --duration S    seconds to append for instead (default 10 when no --count)\n"
-           "  --rate R        at most R records/s over all producers, paced in 1 ms steps\n"
-           "                  (default: no limit)\n"
-           "  --topic T       topic (default 1)\n"
-           "  --json          print the summary as one JSON object\n"
-           "  -h, --help      this text\n"
-           "\n"
-           "Exit status: 0 when every record was appended (and read back), 1 when some failed or\n"
-           "the cluster could not be used, 2 for bad arguments.\n",
+    printf("usage: %s [OPTIONS] bench [--mode M] [--count N | --duration S]\n"
+           "                  [--size B] [--producers N] [--rate R] [--batch N]\n"
+           "                  [--linger MS] [--depth N] [--topic T] [--json]\n"
+           "  Measures append and/or subscribe throughput and append latency. Producer\n"
+           "  threads append generated records, one per call, through one topic-wide\n"
+           "  pipelined appender; latency runs from the append call to its callback. The\n"
+           "  subscribe phase reads the records back topic-wide in GLSN order (with --mode\n"
+           "  subscribe alone: the topic's last --count records, appended first when the\n"
+           "  topic holds fewer). Without --mr the embedded server's CPU counts as the\n"
+           "  client's. A progress line goes to stderr when it is a terminal; the summary\n"
+           "  goes to stdout.\n"
+           "  --mode M         append, subscribe or both (default append)\n"
+           "  --size B         bytes per record, 1..%d (default 100;\n"
+           "                   " CLI_SIZE_SUFFIXES ")\n"
+           "  --batch N        appender.batch.max.records: records per AppendRequest\n"
+           "  --linger MS      appender.linger.ms: wait for a fuller batch\n"
+           "  --depth N        appender.pipeline.depth: requests in flight per log stream\n"
+           "  --producers N    producer threads, 1..%d (default 1)\n"
+           "  --count N        records to append (" CLI_SIZE_SUFFIXES ")\n"
+           "  --duration S     seconds to append for instead (default 10 when no --count)\n"
+           "  --rate R         at most R records/s over all producers, paced in 1 ms steps\n"
+           "                   (default: no limit)\n"
+           "  --topic T        topic (default 1)\n"
+           "  --json           print the summary as one JSON object\n"
+           "  Exit status: 0 when every record was appended (and read back); 1 when some\n"
+           "  failed or the cluster could not be used (stdout is then empty and stderr says\n"
+           "  what was done); 2 bad arguments; 130 interrupted (Ctrl-C): the summary is\n"
+           "  marked interrupted (JSON \"interrupted\": true) and covers what ran.\n",
            ctx->prog, MAX_RECORD, MAX_PRODUCERS);
 }
 
@@ -137,7 +85,7 @@ static bool parse_double(const cli_ctx_t *ctx, const char *name, const char *tex
     char *end = NULL;
     double v = strtod(text, &end);
     if (!text[0] || !end || *end || !(v >= min && v <= max)) {
-        cli_usage_error(ctx, "option %s: '%s' is not a number in [%g, %g]", name, text, min, max);
+        cli_usage_error(ctx, "%s: '%s' is not a number from %g to %g", name, text, min, max);
         return false;
     }
     *out = v;
@@ -526,153 +474,18 @@ static int run_subscribe(cli_ctx_t *ctx, varlog_client_t *client, const bench_op
     r->cpu_s = cpu_seconds() - cpu0;
     progress_end(&pr);
     int status = CLI_EXIT_OK;
-    *err = rc == VARLOG_ERR_END ? VARLOG_OK : rc;
-    if (rc != VARLOG_ERR_END && rc != VARLOG_OK)
+    *err = VARLOG_OK;
+    if (rc == VARLOG_ERR_END) {
+        /* the whole range */
+    } else if (rc == VARLOG_OK || rc == VARLOG_ERR_TIMED_OUT) {
+        status = CLI_EXIT_INTERRUPTED; /* a signal stopped it before the range's end */
+    } else {
+        *err = rc;
         status = cli_fail(ctx, rc, "subscribe to topic %d, GLSN %" PRIu64 "..%" PRIu64, o->topic,
                           lo, hi);
-    else if (rc == VARLOG_OK) { /* stopped by a signal before the range's end */
-        *err = VARLOG_ERR_CLOSED;
-        status = CLI_EXIT_FAIL;
     }
     varlog_subscription_close(&sub);
     return status;
-}
-
-/* ---- summary ---- */
-
-static double per_s(uint64_t n, int64_t ns)
-{
-    return ns > 0 ? (double)n * 1e9 / (double)ns : 0;
-}
-
-static const double PCTS[] = {50, 90, 99, 99.9};
-static const char *const PCT_NAMES[] = {"p50", "p90", "p99", "p99_9"};
-static const char *const PCT_TEXT[] = {"p50", "p90", "p99", "p99.9"};
-
-static void print_text(const cli_ctx_t *ctx, const bench_opts_t *o, const bench_append_t *b,
-                       const phase_result_t *ar, const phase_result_t *sr, varlog_err_t sub_err,
-                       int64_t batch, int64_t linger, int64_t depth)
-{
-    printf("bench: topic %d, %zu B records, %d producer%s, batch %" PRId64 ", linger %" PRId64
-           " ms, depth %" PRId64,
-           o->topic, o->size, o->producers, o->producers == 1 ? "" : "s", batch, linger, depth);
-    if (o->rate > 0)
-        printf(", rate limit %.0f/s", o->rate);
-    printf("\n");
-    if (o->mode & MODE_APPEND) {
-        uint64_t sent = atomic_load(&((bench_append_t *)b)->sent);
-        uint64_t failed = atomic_load(&((bench_append_t *)b)->failed);
-        printf("append:    %" PRIu64 " of %" PRIu64 " records appended in %.2f s: %.0f records/s, "
-               "%.2f MB/s\n",
-               ar->records, sent, (double)ar->elapsed_ns / 1e9, per_s(ar->records, ar->elapsed_ns),
-               per_s(ar->bytes, ar->elapsed_ns) / 1e6);
-        printf("errors:    %" PRIu64 " (NOT_APPENDED %" PRIu64 ", MAYBE_APPENDED %" PRIu64 ")",
-               failed, b->failed_by_outcome[VARLOG_NOT_APPENDED],
-               b->failed_by_outcome[VARLOG_MAYBE_APPENDED]);
-        for (size_t i = 0; i < b->nkinds; i++)
-            printf("%s%s %s %" PRIu64, i ? ", " : ": ", varlog_outcome_name(b->kinds[i].outcome),
-                   varlog_err_name(b->kinds[i].err), b->kinds[i].count);
-        printf("\n");
-        if (b->first_errtext[0])
-            printf("first error: %s\n", b->first_errtext);
-        printf("queue full: %" PRIu64 "\n", atomic_load(&((bench_append_t *)b)->queue_full));
-        printf("CPU:       %.2f us per record (the process's%s)\n",
-               ar->records ? ar->cpu_s * 1e6 / (double)ar->records : 0.0,
-               ctx->mr ? "" : ", embedded server included");
-        printf("latency:  ");
-        for (size_t i = 0; i < sizeof PCTS / sizeof PCTS[0]; i++)
-            printf(" %s %.1f us,", PCT_TEXT[i], (double)vhist_percentile(&b->lat, PCTS[i]) / 1e3);
-        printf(" max %.1f us (append call to callback, +-%.1f %%)\n",
-               (double)vhist_max(&b->lat) / 1e3, vhist_relative_error(&b->lat) * 100);
-    }
-    if (o->mode & MODE_SUBSCRIBE) {
-        printf("subscribe: %" PRIu64 " entries read in %.2f s: %.0f entries/s, %.2f MB/s, "
-               "%.2f us CPU per entry%s%s\n",
-               sr->records, (double)sr->elapsed_ns / 1e9, per_s(sr->records, sr->elapsed_ns),
-               per_s(sr->bytes, sr->elapsed_ns) / 1e6,
-               sr->records ? sr->cpu_s * 1e6 / (double)sr->records : 0.0,
-               sub_err != VARLOG_OK ? ", ended with " : "",
-               sub_err != VARLOG_OK ? varlog_err_name(sub_err) : "");
-    }
-}
-
-static int print_json(const cli_ctx_t *ctx, const bench_opts_t *o, const bench_append_t *b,
-                      const phase_result_t *ar, const phase_result_t *sr, varlog_err_t sub_err,
-                      int64_t batch, int64_t linger, int64_t depth)
-{
-    static const char *const modes[] = {"", "append", "subscribe", "both"};
-    cJSON *root = cJSON_CreateObject();
-    if (!root)
-        return CLI_EXIT_FAIL;
-    cJSON_AddStringToObject(root, "mode", modes[o->mode]);
-    cJSON_AddStringToObject(root, "cluster", ctx->mr ? ctx->mr : "embedded");
-    cJSON_AddNumberToObject(root, "topic", o->topic);
-    cJSON_AddNumberToObject(root, "record_size", (double)o->size);
-    cJSON_AddNumberToObject(root, "producers", o->producers);
-    cJSON_AddNumberToObject(root, "batch_max_records", (double)batch);
-    cJSON_AddNumberToObject(root, "linger_ms", (double)linger);
-    cJSON_AddNumberToObject(root, "pipeline_depth", (double)depth);
-    cJSON_AddNumberToObject(root, "rate_limit", o->rate);
-    if (o->mode & MODE_APPEND) {
-        bench_append_t *bm = (bench_append_t *)b;
-        cJSON *a = cJSON_AddObjectToObject(root, "append");
-        cJSON_AddNumberToObject(a, "sent", (double)atomic_load(&bm->sent));
-        cJSON_AddNumberToObject(a, "appended", (double)ar->records);
-        cJSON_AddNumberToObject(a, "failed", (double)atomic_load(&bm->failed));
-        cJSON_AddNumberToObject(a, "bytes", (double)ar->bytes);
-        cJSON_AddNumberToObject(a, "elapsed_s", (double)ar->elapsed_ns / 1e9);
-        cJSON_AddNumberToObject(a, "records_per_s", per_s(ar->records, ar->elapsed_ns));
-        cJSON_AddNumberToObject(a, "mb_per_s", per_s(ar->bytes, ar->elapsed_ns) / 1e6);
-        cJSON *errs = cJSON_AddObjectToObject(a, "errors");
-        cJSON_AddNumberToObject(errs, "NOT_APPENDED",
-                                (double)b->failed_by_outcome[VARLOG_NOT_APPENDED]);
-        cJSON_AddNumberToObject(errs, "MAYBE_APPENDED",
-                                (double)b->failed_by_outcome[VARLOG_MAYBE_APPENDED]);
-        cJSON *kinds = cJSON_AddArrayToObject(errs, "by_error");
-        for (size_t i = 0; i < b->nkinds; i++) {
-            cJSON *k = cJSON_CreateObject();
-            cJSON_AddStringToObject(k, "outcome", varlog_outcome_name(b->kinds[i].outcome));
-            cJSON_AddStringToObject(k, "error", varlog_err_name(b->kinds[i].err));
-            cJSON_AddNumberToObject(k, "records", (double)b->kinds[i].count);
-            cJSON_AddItemToArray(kinds, k);
-        }
-        if (b->first_errtext[0])
-            cJSON_AddStringToObject(errs, "first", b->first_errtext);
-        cJSON_AddNumberToObject(a, "queue_full", (double)atomic_load(&bm->queue_full));
-        cJSON_AddNumberToObject(a, "cpu_us_per_record",
-                                ar->records ? ar->cpu_s * 1e6 / (double)ar->records : 0.0);
-        cJSON_AddBoolToObject(a, "cpu_includes_server", ctx->mr == NULL);
-        cJSON *l = cJSON_AddObjectToObject(a, "latency_us");
-        for (size_t i = 0; i < sizeof PCTS / sizeof PCTS[0]; i++)
-            cJSON_AddNumberToObject(l, PCT_NAMES[i],
-                                    (double)vhist_percentile(&b->lat, PCTS[i]) / 1e3);
-        cJSON_AddNumberToObject(l, "max", (double)vhist_max(&b->lat) / 1e3);
-        cJSON_AddNumberToObject(l, "min", (double)vhist_min(&b->lat) / 1e3);
-        cJSON_AddNumberToObject(l, "mean", vhist_mean(&b->lat) / 1e3);
-        cJSON_AddNumberToObject(l, "count", (double)vhist_count(&b->lat));
-        cJSON_AddNumberToObject(l, "relative_error", vhist_relative_error(&b->lat));
-    }
-    if (o->mode & MODE_SUBSCRIBE) {
-        cJSON *s = cJSON_AddObjectToObject(root, "subscribe");
-        cJSON_AddNumberToObject(s, "entries", (double)sr->records);
-        cJSON_AddNumberToObject(s, "bytes", (double)sr->bytes);
-        cJSON_AddNumberToObject(s, "elapsed_s", (double)sr->elapsed_ns / 1e9);
-        cJSON_AddNumberToObject(s, "entries_per_s", per_s(sr->records, sr->elapsed_ns));
-        cJSON_AddNumberToObject(s, "mb_per_s", per_s(sr->bytes, sr->elapsed_ns) / 1e6);
-        cJSON_AddNumberToObject(s, "cpu_us_per_entry",
-                                sr->records ? sr->cpu_s * 1e6 / (double)sr->records : 0.0);
-        if (sub_err != VARLOG_OK)
-            cJSON_AddStringToObject(s, "error", varlog_err_name(sub_err));
-        else
-            cJSON_AddNullToObject(s, "error");
-    }
-    char *text = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!text)
-        return CLI_EXIT_FAIL;
-    printf("%s\n", text);
-    cJSON_free(text);
-    return CLI_EXIT_OK;
 }
 
 int cmd_bench(cli_ctx_t *ctx, int argc, char **argv)
@@ -750,19 +563,40 @@ int cmd_bench(cli_ctx_t *ctx, int argc, char **argv)
         hi = tail;
         lo = tail >= o.count ? tail - o.count + 1 : 1;
     }
+    bool sub_ran = false;
     if ((o.mode & MODE_SUBSCRIBE) && !cli_stop_requested) {
         if (hi >= lo && lo > 0) {
+            sub_ran = true;
             int s = run_subscribe(ctx, client, &o, lo, hi, &sr, &sub_err);
-            if (status == CLI_EXIT_OK)
+            if (status == CLI_EXIT_OK || s == CLI_EXIT_FAIL)
                 status = s;
         }
     }
+    bench_summary_t sum = {.o = &o,
+                           .b = b,
+                           .ar = &ar,
+                           .sr = &sr,
+                           .sub_err = sub_err,
+                           .sub_ran = sub_ran,
+                           .interrupted = cli_stop_requested != 0,
+                           .batch = batch,
+                           .linger = linger,
+                           .depth = depth};
+    if (status != CLI_EXIT_OK && status != CLI_EXIT_INTERRUPTED) {
+        /* a failure: nothing on stdout that a script could take for a result */
+        bench_print_failure(ctx, &sum);
+        goto out;
+    }
     if (o.json) {
-        int s = print_json(ctx, &o, b, &ar, &sr, sub_err, batch, linger, depth);
-        if (status == CLI_EXIT_OK)
-            status = s;
+        if (bench_print_json(ctx, &sum) != CLI_EXIT_OK)
+            status = cli_fail(ctx, VARLOG_ERR_NOMEM, "building the JSON summary");
     } else {
-        print_text(ctx, &o, b, &ar, &sr, sub_err, batch, linger, depth);
+        bench_print_text(ctx, &sum);
+    }
+    if (sum.interrupted && status != CLI_EXIT_FAIL) {
+        fprintf(stderr, "%s %s: interrupted: the summary covers what ran%s\n", ctx->prog, ctx->cmd,
+                (o.mode & MODE_SUBSCRIBE) && !sub_ran ? " (the subscribe phase did not)" : "");
+        status = CLI_EXIT_INTERRUPTED;
     }
 out:
     cli_close_client(client, srv);

@@ -15,7 +15,8 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             "  false while every replica is sealing).\n"
             "  --topic T        topic id (default 1)\n"
             "  --log-stream L   one log stream only\n"
-            "  --timeout MS     bound on each peek (default metadata.call.timeout.ms)\n",
+            "  --timeout MS     bound on opening the client and on each peek (default\n"
+            "                   open.timeout.ms, then metadata.call.timeout.ms)\n",
             ctx->prog);
 }
 
@@ -56,6 +57,7 @@ int cmd_peek(cli_ctx_t *ctx, int argc, char **argv)
     if (optind < argc)
         return cli_usage_error(ctx, "unexpected argument '%s' (see --help)", argv[optind]);
 
+    ctx->open_timeout_ms = timeout_ms;
     varlog_client_t *client = NULL;
     varlog_server_t *srv = NULL;
     int rc = cli_open_client(ctx, &client, &srv);

@@ -5,42 +5,54 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
 static void usage(FILE *out, const cli_ctx_t *ctx)
 {
     fprintf(out,
-            "usage: %s [OPTIONS] subscribe [--topic T] [--begin GLSN] [--end GLSN|now]\n"
-            "                  [--count] [--limit N] [--idle-timeout MS]\n"
+            "usage: %s [OPTIONS] subscribe [--topic T] [--begin GLSN]\n"
+            "                  [--end GLSN|now] [--count] [--limit N] [--idle-timeout MS]\n"
             "  Reads topic T's entries with GLSN in [begin, end), in GLSN order, and prints\n"
             "  'GLSN LLSN LS DATA' per entry (bytes outside printable ASCII as \\xNN).\n"
             "  --topic T          topic id (default 1)\n"
             "  --begin GLSN       first GLSN (default 1)\n"
-            "  --end GLSN|now     end, exclusive: a GLSN, or 'now' for the topic's current tail;\n"
-            "                     default: tail for ever (Ctrl-C stops), with --count 'now'\n"
-            "  --count            print only the number of entries read\n"
+            "  --end GLSN|now     end, exclusive: a GLSN, or 'now' for the topic's current\n"
+            "                     tail; default: tail for ever (Ctrl-C stops), with --count\n"
+            "                     'now'\n"
+            "  --count            print only the number of entries read (with a progress\n"
+            "                     line on stderr when it is a terminal)\n"
             "  --limit N          stop after N entries\n"
-            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n",
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n"
+            "  Exit status 130 when Ctrl-C cuts a range (--end, --count) or --limit short\n"
+            "  (stderr says after how many entries; --count prints no count); 0 when it stops\n"
+            "  a tail without end.\n",
             ctx->prog);
 }
 
 static void usage_to(FILE *out, const cli_ctx_t *ctx)
 {
     fprintf(out,
-            "usage: %s [OPTIONS] subscribe-to [--topic T] --log-stream L [--begin LLSN]\n"
-            "                  [--end LLSN|now] [--count] [--limit N] [--idle-timeout MS]\n"
+            "usage: %s [OPTIONS] subscribe-to [--topic T] --log-stream L\n"
+            "                  [--begin LLSN] [--end LLSN|now] [--count] [--limit N]\n"
+            "                  [--idle-timeout MS]\n"
             "  Reads log stream L of topic T with LLSN in [begin, end), in LLSN order, and\n"
-            "  prints 'GLSN LLSN LS DATA' per entry (GLSN is 0: a storage node reading by LLSN\n"
-            "  does not send it; bytes outside printable ASCII as \\xNN).\n"
+            "  prints 'GLSN LLSN LS DATA' per entry (GLSN is 0: a storage node reading by\n"
+            "  LLSN does not send it; bytes outside printable ASCII as \\xNN).\n"
             "  --topic T          topic id (default 1)\n"
             "  --log-stream L     log stream id (required)\n"
             "  --begin LLSN       first LLSN (default 1)\n"
-            "  --end LLSN|now     end, exclusive: an LLSN, or 'now' for the log stream's current\n"
-            "                     tail; default: tail for ever (Ctrl-C stops), with --count 'now'\n"
-            "  --count            print only the number of entries read\n"
+            "  --end LLSN|now     end, exclusive: an LLSN, or 'now' for the log stream's\n"
+            "                     current tail; default: tail for ever (Ctrl-C stops), with\n"
+            "                     --count 'now'\n"
+            "  --count            print only the number of entries read (with a progress\n"
+            "                     line on stderr when it is a terminal)\n"
             "  --limit N          stop after N entries\n"
-            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n",
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n"
+            "  Exit status 130 when Ctrl-C cuts a range (--end, --count) or --limit short\n"
+            "  (stderr says after how many entries; --count prints no count); 0 when it stops\n"
+            "  a tail without end.\n",
             ctx->prog);
 }
 
@@ -67,11 +79,34 @@ static void print_entry(const varlog_entry_t *e)
     putchar('\n');
 }
 
+/* The count's live line on stderr, only when stderr is a terminal: --count prints nothing
+ * until the end, which on millions of entries is a minute of silence. */
+typedef struct progress {
+    bool on, drawn;
+    uint64_t t0, last_t, last_n;
+} progress_t;
+
+static void progress_draw(progress_t *pr, uint64_t n, uint64_t now)
+{
+    if (!pr->on || now - pr->last_t < CLI_PROGRESS_MS)
+        return;
+    double dt = (double)(now - pr->last_t) / 1e3;
+    fprintf(stderr, "\r\033[K%6.1f s  read %" PRIu64 " entries  %.0f entries/s",
+            (double)(now - pr->t0) / 1e3, n, (double)(n - pr->last_n) / dt);
+    fflush(stderr);
+    pr->last_t = now;
+    pr->last_n = n;
+    pr->drawn = true;
+}
+
 int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_opts_t *opts,
                 uint64_t *entries)
 {
     uint64_t n = 0;
     uint64_t last_entry_ms = now_ms();
+    progress_t pr = {.on = opts->count_only && isatty(STDERR_FILENO) == 1,
+                     .t0 = last_entry_ms,
+                     .last_t = last_entry_ms};
     int rc = CLI_EXIT_OK;
     for (;;) {
         if (cli_stop_requested)
@@ -86,20 +121,29 @@ int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_op
             last_entry_ms = now_ms();
             if (!opts->count_only)
                 print_entry(&e);
+            else if ((n & 1023) == 0)
+                progress_draw(&pr, n, last_entry_ms);
             continue;
         }
         if (err == VARLOG_ERR_END)
             break;
         if (err == VARLOG_ERR_TIMED_OUT) {
-            if (opts->idle_timeout_ms > 0 && now_ms() - last_entry_ms >= opts->idle_timeout_ms)
+            uint64_t now = now_ms();
+            progress_draw(&pr, n, now);
+            if (opts->idle_timeout_ms > 0 && now - last_entry_ms >= opts->idle_timeout_ms)
                 break;
             if (!opts->count_only)
                 fflush(stdout); /* a tail shows what came before it waits */
             continue;
         }
+        if (pr.drawn)
+            fputs("\r\033[K", stderr);
+        pr.drawn = false;
         rc = cli_fail(ctx, err, "after %" PRIu64 " entries", n);
         break;
     }
+    if (pr.drawn)
+        fputs("\r\033[K", stderr);
     fflush(stdout);
     *entries = n;
     return rc;
@@ -262,6 +306,15 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
         else
             rc = cli_consume(ctx, sub, &copts, &n);
         varlog_subscription_close(&sub);
+    }
+    /* Cut short by a signal: a tail without end or limit ends that way; a range or a
+     * limit did not finish, and the count of a part must not pass for the range's. */
+    if (rc == CLI_EXIT_OK && cli_stop_requested && (end_given || end_now || limit > 0)) {
+        fprintf(stderr, "%s %s: interrupted after %" PRIu64 " %s%s\n", ctx->prog, ctx->cmd, n,
+                cli_plural((long long)n, "entry", "entries"),
+                copts.count_only ? " (no count printed: the range was not read to its end)"
+                                 : " (the range was not read to its end)");
+        rc = CLI_EXIT_INTERRUPTED;
     }
     if (rc == CLI_EXIT_OK && copts.count_only)
         printf("%" PRIu64 "\n", n);

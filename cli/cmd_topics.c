@@ -13,14 +13,16 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             "  Lists topics and their log streams, one per line:\n"
             "    topic T\n"
             "      log stream L  appendable|not-appendable\n"
-            "  from the client's view of the metadata (not-appendable: sealed, or denied after\n"
-            "  a failure). With --admin, from the admin service instead, with each one's\n"
-            "  status and replicas (storage node ids, the primary first):\n"
+            "  from the client's view of the metadata (not-appendable: sealed, or denied\n"
+            "  after a failure). With --admin, from the admin service instead, with each\n"
+            "  one's status and replicas (storage node ids, the primary first):\n"
             "    topic T  STATUS\n"
             "      log stream L  STATUS  replicas N[,N...]\n"
             "  --admin[=ADDR]   ask the admin at ADDR (default: the first --mr address, which\n"
-            "                   varlog-server serves; or the embedded server)\n"
-            "  --timeout MS     bound on each admin call (default 10000)\n",
+            "                   varlog-server serves as admin too, a Varlog cluster does not:\n"
+            "                   name its admin, varlogadm's address; or the embedded server)\n"
+            "  --timeout MS     bound on opening the client and on each admin call (default\n"
+            "                   open.timeout.ms, then 10000)\n",
             ctx->prog);
 }
 
@@ -87,7 +89,8 @@ static int client_view(cli_ctx_t *ctx, varlog_client_t *client)
     return rc;
 }
 
-static int admin_view(cli_ctx_t *ctx, varlog_admin_t *admin, int64_t timeout_ms)
+/* defaulted: the address was not given to --admin (the first --mr address). */
+static int admin_view(cli_ctx_t *ctx, varlog_admin_t *admin, int64_t timeout_ms, bool defaulted)
 {
     size_t nt = 0;
     varlog_err_t err = varlog_admin_list_topics(admin, timeout_ms, NULL, 0, &nt);
@@ -99,6 +102,20 @@ static int admin_view(cli_ctx_t *ctx, varlog_admin_t *admin, int64_t timeout_ms)
         err = varlog_admin_list_topics(admin, timeout_ms, topics, cap, &nt);
         if (nt > cap)
             nt = cap; /* a topic added meanwhile: listed next time */
+    }
+    if (err == VARLOG_ERR_RPC_UNIMPLEMENTED) {
+        /* A real cluster's metadata repository (the first --mr address) answers the admin
+         * service with UNIMPLEMENTED: say what that means and what to do. */
+        free(topics);
+        fprintf(stderr,
+                "%s %s: %s is not an admin server (it does not serve "
+                "varlog.admpb.ClusterManager: ERR_RPC_UNIMPLEMENTED)%s; name the cluster's admin "
+                "with --admin=HOST:PORT (varlogadm's --listen address)\n",
+                ctx->prog, ctx->cmd, varlog_admin_address(admin),
+                defaulted ? "; --admin without an address asks the first --mr address, which "
+                            "only varlog-server serves as admin too"
+                          : "");
+        return CLI_EXIT_FAIL;
     }
     if (err != VARLOG_OK) {
         free(topics);
@@ -175,6 +192,7 @@ int cmd_topics(cli_ctx_t *ctx, int argc, char **argv)
     if (optind < argc)
         return cli_usage_error(ctx, "unexpected argument '%s' (see --help)", argv[optind]);
 
+    ctx->open_timeout_ms = timeout_ms;
     varlog_client_t *client = NULL;
     varlog_server_t *srv = NULL;
     int rc = CLI_EXIT_OK;
@@ -188,7 +206,7 @@ int cmd_topics(cli_ctx_t *ctx, int argc, char **argv)
         varlog_admin_t *admin = NULL;
         rc = cli_open_admin(ctx, admin_addr, srv, &admin);
         if (rc == CLI_EXIT_OK)
-            rc = admin_view(ctx, admin, timeout_ms);
+            rc = admin_view(ctx, admin, timeout_ms, !admin_addr && ctx->mr);
         varlog_admin_destroy(admin);
     } else {
         rc = cli_open_client(ctx, &client, &srv);

@@ -1,6 +1,13 @@
 /* varlog-cli: what every command uses (opening the client, errors, number parsing). */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -81,41 +88,43 @@ int cli_bad_option(const cli_ctx_t *ctx, int c, char **argv)
     return cli_usage_error(ctx, "unknown option '%s' (see --help)", arg);
 }
 
+/* The one-line refusal of a number, in the words varlog-server uses too. */
+static bool bad_number(const cli_ctx_t *ctx, const char *name, const char *text, bool suffix)
+{
+    cli_usage_error(ctx, "%s: '%s' is not a whole number%s", name, text,
+                    suffix ? " (" CLI_SIZE_SUFFIXES ")" : "");
+    return false;
+}
+
 bool cli_parse_i64(const cli_ctx_t *ctx, const char *name, const char *text, int64_t min,
                    int64_t max, bool allow_suffix, int64_t *out)
 {
     char *end = NULL;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    bool ok = !errno && end && end != text;
-    if (ok && allow_suffix && *end) {
-        int shift = 0;
-        switch (*end) {
-        case 'k':
-        case 'K':
-            shift = 10;
-            break;
-        case 'm':
-        case 'M':
-            shift = 20;
-            break;
-        case 'g':
-        case 'G':
-            shift = 30;
-            break;
-        default:
-            ok = false;
-        }
-        if (ok && (v > (LLONG_MAX >> shift) || v < (LLONG_MIN >> shift)))
-            ok = false;
-        if (ok) {
-            v = v * (1LL << shift);
+    if (!end || end == text || !(text[0] == '-' || (text[0] >= '0' && text[0] <= '9')))
+        return bad_number(ctx, name, text, allow_suffix);
+    int shift = 0;
+    if (allow_suffix && *end) {
+        static const char SUFFIXES[] = "kKmMgG";
+        const char *sfx = strchr(SUFFIXES, *end);
+        if (sfx && end[1] == '\0') {
+            shift = (int)(sfx - SUFFIXES) / 2 * 10 + 10; /* k 10, m 20, g 30 */
             end++;
         }
     }
-    if (!ok || *end || v < min || v > max) {
-        cli_usage_error(ctx, "%s: '%s' is not a number in [%" PRId64 ", %" PRId64 "]", name, text,
-                        min, max);
+    if (*end)
+        return bad_number(ctx, name, text, allow_suffix);
+    bool too_big = (errno == ERANGE && v > 0) || (shift && v > (LLONG_MAX >> shift));
+    bool too_small = (errno == ERANGE && v < 0) || (shift && v < (LLONG_MIN >> shift));
+    if (!too_big && !too_small)
+        v = v * (1LL << shift);
+    if (too_big || v > max) {
+        cli_usage_error(ctx, "%s: %s is too large (at most %" PRId64 ")", name, text, max);
+        return false;
+    }
+    if (too_small || v < min) {
+        cli_usage_error(ctx, "%s: %s is too small (at least %" PRId64 ")", name, text, min);
         return false;
     }
     *out = v;
@@ -128,13 +137,113 @@ bool cli_parse_u64(const cli_ctx_t *ctx, const char *name, const char *text, uin
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (errno || !end || end == text || *end || text[0] == '-' || v < min || v > max) {
-        cli_usage_error(ctx, "%s: '%s' is not a number in [%" PRIu64 ", %" PRIu64 "]", name, text,
-                        min, max);
+    if (!end || end == text || *end || text[0] < '0' || text[0] > '9')
+        return bad_number(ctx, name, text, false);
+    if (errno == ERANGE || v > max) {
+        cli_usage_error(ctx, "%s: %s is too large (at most %" PRIu64 ")", name, text, max);
+        return false;
+    }
+    if (v < min) {
+        cli_usage_error(ctx, "%s: %s is too small (at least %" PRIu64 ")", name, text, min);
         return false;
     }
     *out = v;
     return true;
+}
+
+const char *cli_plural(long long n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}
+
+/* What a TCP connection to the first address of list says within 500 ms: the notice's
+ * "why" while varlog_client_new keeps retrying, which it does not tell until it gives up. */
+static const char *probe_address(const char *list, char *buf, size_t cap)
+{
+    char host[256];
+    size_t len = strcspn(list, ",");
+    if (len >= sizeof host)
+        return "no answer yet";
+    memcpy(host, list, len);
+    host[len] = '\0';
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        return "no answer yet";
+    *colon = '\0';
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (gai != 0) {
+        snprintf(buf, cap, "cannot resolve '%.200s': %.200s", host, gai_strerror(gai));
+        return buf;
+    }
+    const char *why = "no answer yet";
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+        int e = rc == 0 ? 0 : errno;
+        if (e == EINPROGRESS) {
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, 500) == 1) {
+                socklen_t el = sizeof e;
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+            } else {
+                e = ETIMEDOUT;
+            }
+        }
+        if (e == 0)
+            why = "it accepts connections but has not answered as a metadata repository";
+        else if (e == ETIMEDOUT)
+            why = "no answer to a TCP connection within 500 ms";
+        else {
+            snprintf(buf, cap, "%s", strerror(e));
+            buf[0] = (char)tolower((unsigned char)buf[0]);
+            why = buf;
+        }
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return why;
+}
+
+/* Says on stderr what varlog_client_new waits for once it took a second: it keeps retrying
+ * within open.timeout.ms (an MR restarting must not fail an open), which would otherwise be
+ * up to 10 s of silence. */
+typedef struct open_watch {
+    const cli_ctx_t *ctx;
+    const char *addr;
+    int64_t timeout_ms;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+} open_watch_t;
+
+static void *watch_open(void *arg)
+{
+    open_watch_t *w = arg;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += CLI_OPEN_NOTICE_MS / 1000;
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &dl) == 0) {
+    }
+    bool done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (done)
+        return NULL;
+    char buf[512];
+    const char *why = probe_address(w->addr, buf, sizeof buf);
+    pthread_mutex_lock(&w->mu);
+    if (!w->done) {
+        prefix(w->ctx);
+        fprintf(stderr,
+                "waiting for the metadata repository at %s (%s); retrying for up to %" PRId64
+                " ms (open.timeout.ms%s; Ctrl-C stops)\n",
+                w->addr, why, w->timeout_ms,
+                w->ctx->open_timeout_ms > 0 ? ", from --timeout" : "; --timeout MS or -X sets it");
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
 }
 
 int cli_open_client(cli_ctx_t *ctx, varlog_client_t **out, varlog_server_t **srv_out)
@@ -154,9 +263,12 @@ int cli_open_client(cli_ctx_t *ctx, varlog_client_t **out, varlog_server_t **srv
         addr = varlog_server_address(srv);
         if (!ctx->quiet)
             fprintf(stderr,
-                    "%s: no --mr given: using an embedded server at %s (%d topics, %d log "
-                    "streams each; its log is gone when the command ends)\n",
-                    ctx->prog, addr, (int)ctx->embedded_topics, (int)ctx->embedded_log_streams);
+                    "%s: no --mr given: using an embedded server at %s (%d %s, %d %s each; its "
+                    "log is gone when the command ends)\n",
+                    ctx->prog, addr, (int)ctx->embedded_topics,
+                    cli_plural(ctx->embedded_topics, "topic", "topics"),
+                    (int)ctx->embedded_log_streams,
+                    cli_plural(ctx->embedded_log_streams, "log stream", "log streams"));
     }
     varlog_conf_t *conf = varlog_conf_dup(ctx->conf);
     if (!conf) {
@@ -165,6 +277,12 @@ int cli_open_client(cli_ctx_t *ctx, varlog_client_t **out, varlog_server_t **srv
     }
     char errstr[512];
     varlog_err_t err = varlog_conf_set(conf, "metadata.addresses", addr, errstr, sizeof errstr);
+    if (err == VARLOG_OK && ctx->open_timeout_ms > 0) {
+        char ms[32];
+        snprintf(ms, sizeof ms, "%" PRId64,
+                 ctx->open_timeout_ms < 3600000 ? ctx->open_timeout_ms : 3600000);
+        err = varlog_conf_set(conf, "open.timeout.ms", ms, errstr, sizeof errstr);
+    }
     if (err != VARLOG_OK) {
         varlog_conf_destroy(conf);
         varlog_server_destroy(srv);
@@ -172,7 +290,24 @@ int cli_open_client(cli_ctx_t *ctx, varlog_client_t **out, varlog_server_t **srv
         fprintf(stderr, "bad --mr '%s': %s\n", addr, errstr);
         return CLI_EXIT_USAGE;
     }
+    char tbuf[32];
+    size_t tlen = sizeof tbuf;
+    open_watch_t w = {.ctx = ctx, .addr = addr, .timeout_ms = 10000};
+    if (varlog_conf_get(conf, "open.timeout.ms", tbuf, &tlen) == VARLOG_OK)
+        w.timeout_ms = strtoll(tbuf, NULL, 10);
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    pthread_t watcher;
+    bool watching = !srv && pthread_create(&watcher, NULL, watch_open, &w) == 0;
     err = varlog_client_new(&conf, out, errstr, sizeof errstr);
+    pthread_mutex_lock(&w.mu);
+    w.done = true;
+    pthread_cond_signal(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    if (watching)
+        pthread_join(watcher, NULL);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
     if (err != VARLOG_OK) {
         varlog_conf_destroy(conf);
         varlog_server_destroy(srv);

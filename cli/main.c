@@ -47,7 +47,10 @@ static void usage(FILE *out, const char *prog)
         fprintf(out, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
     fprintf(out,
             "\n`%s COMMAND --help` describes a command's arguments.\n"
-            "Exit status: 0 success, 1 failure, 2 bad arguments.\n",
+            "Exit status: 0 success, 1 failure (then stdout holds no result), 2 bad\n"
+            "arguments, 130 interrupted (Ctrl-C cut a finite job short; stderr says so).\n"
+            "A number's suffix k, m or g multiplies it by 1024 (each command's help says which\n"
+            "numbers take one: '" CLI_SIZE_SUFFIXES "').\n",
             prog);
 }
 
