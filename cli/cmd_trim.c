@@ -170,12 +170,10 @@ int cmd_trim(cli_ctx_t *ctx, int argc, char **argv)
         goto out;
     if (after.kept > 0) {
         fprintf(stderr,
-                "%s %s: topic %" PRId64 " still holds %s up to GLSN %" PRIu64
+                "%s %s: topic %" PRId64 " still holds entries up to GLSN %" PRIu64
                 " after the trim (log stream %" PRId32 " from GLSN %" PRIu64
-                "): a sealed log stream is not trimmed, and a node may "
-                "delete later\n",
-                ctx->prog, ctx->cmd, topic, after.kept > 1 ? "entries" : "an entry", until,
-                after.kept_ls, after.kept_from);
+                "): a sealed log stream is not trimmed, and a node may delete later\n",
+                ctx->prog, ctx->cmd, topic, until, after.kept_ls, after.kept_from);
         rc = CLI_EXIT_FAIL;
         goto out;
     }
