@@ -237,9 +237,10 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         return bad_argument("unexpected argument '%s' (see --help)", argv[optind]);
-    if ((int64_t)opts.topics * opts.log_streams_per_topic > INT32_MAX)
-        return bad_argument("--topics %d x --log-streams %d is more than 2^31-1 log streams",
-                            (int)opts.topics, (int)opts.log_streams_per_topic);
+    if ((int64_t)opts.topics * opts.log_streams_per_topic > VARLOG_SERVER_MAX_LOG_STREAMS)
+        return bad_argument("--topics %d x --log-streams %d is more than %d log streams",
+                            (int)opts.topics, (int)opts.log_streams_per_topic,
+                            VARLOG_SERVER_MAX_LOG_STREAMS);
 
     const char *verbosity = getenv("GRPC_VERBOSITY");
     if (!verbosity || !verbosity[0])
