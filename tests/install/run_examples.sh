@@ -1,10 +1,11 @@
 #!/bin/bash
-# run_examples.sh SERVER PRODUCER CONSUMER [COUNT]: starts SERVER (an installed
-# varlog-server) on a free port, runs PRODUCER then CONSUMER against it with COUNT records,
-# and fails unless both succeed and the consumer read every record. The server is stopped
-# on every way out.
+# run_examples.sh SERVER PRODUCER CONSUMER [COUNT [HELLO_APPEND HELLO_READ]]: starts SERVER
+# (an installed varlog-server) on a free port, runs PRODUCER then CONSUMER against it with
+# COUNT records, and fails unless both succeed and the consumer read every record; then
+# README's first programs, HELLO_APPEND and HELLO_READ, which must store and read back one
+# record after those. The server is stopped on every way out.
 set -euo pipefail
-server=$1 producer=$2 consumer=$3 count=${4:-1000}
+server=$1 producer=$2 consumer=$3 count=${4:-1000} hello_append=${5:-} hello_read=${6:-}
 
 dir=$(mktemp -d)
 pid=
@@ -35,6 +36,19 @@ echo "$out"
 if ! grep -q "^consumer: $count entries of topic 1" <<<"$out"; then
     echo "run_examples: the consumer did not read $count entries" >&2
     exit 1
+fi
+if [ -n "$hello_append" ]; then
+    out=$(timeout 60 "$hello_append" "$addr" "hello, varlog")
+    echo "$out"
+    [ "$out" = "stored at GLSN $((count + 1))" ] || { echo "run_examples: hello_append said '$out'" >&2; exit 1; }
+    out=$(timeout 60 "$hello_read" "$addr")
+    lines=$(wc -l <<<"$out")
+    last=$(tail -n 1 <<<"$out")
+    echo "hello_read: $lines lines, the last: $last"
+    if [ "$lines" -ne $((count + 1)) ] || [ "$last" != "GLSN $((count + 1)): hello, varlog" ]; then
+        echo "run_examples: hello_read did not read the $((count + 1)) entries" >&2
+        exit 1
+    fi
 fi
 
 # A dead cluster (issue 19): the server killed under a producer of 3,000,000 records. The

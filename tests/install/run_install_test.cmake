@@ -27,16 +27,23 @@ if(EXAMPLES_DIR)
     run(pkg-config --cflags --libs libvarlog)
     string(STRIP "${LAST_OUTPUT}" flags)
     separate_arguments(flags UNIX_COMMAND "${flags}")
-    foreach(example producer consumer)
+    # README's line: -Wl,-rpath,$(pkg-config --variable=libdir libvarlog)
+    run(pkg-config --variable=libdir libvarlog)
+    string(STRIP "${LAST_OUTPUT}" pc_libdir)
+    unset(ENV{LD_LIBRARY_PATH})
+    foreach(example producer consumer hello_append hello_read)
         run(${C_COMPILER} -std=c11 -Wall -Wextra -Werror ${EXAMPLES_DIR}/${example}.c -o
-            ${WORK_DIR}/${example}-pc ${flags} -Wl,-rpath,${lib_dir})
+            ${WORK_DIR}/${example}-pc ${flags} -Wl,-rpath,${pc_libdir})
     endforeach()
-    # each build's producer with the other build's consumer, against the installed server
+    # each build's producer with the other build's consumer, against the installed server;
+    # README's first programs (hello_append, hello_read) after them
     run(${RUN_EXAMPLES} ${prefix}/bin/varlog-server ${WORK_DIR}/examples-build/producer
-        ${WORK_DIR}/consumer-pc 1000)
+        ${WORK_DIR}/consumer-pc 1000 ${WORK_DIR}/hello_append-pc
+        ${WORK_DIR}/examples-build/hello_read)
     message(STATUS "examples (find_package producer, pkg-config consumer):\n${LAST_OUTPUT}")
     run(${RUN_EXAMPLES} ${prefix}/bin/varlog-server ${WORK_DIR}/producer-pc
-        ${WORK_DIR}/examples-build/consumer 1000)
+        ${WORK_DIR}/examples-build/consumer 1000 ${WORK_DIR}/examples-build/hello_append
+        ${WORK_DIR}/hello_read-pc)
     message(STATUS "examples (pkg-config producer, find_package consumer):\n${LAST_OUTPUT}")
     return()
 endif()
@@ -47,6 +54,8 @@ run(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/cmake-build
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/cmake-build)
 run(${WORK_DIR}/cmake-build/consumer)
 message(STATUS "find_package consumer: ${LAST_OUTPUT}")
+run(${WORK_DIR}/cmake-build/server_consumer)
+message(STATUS "find_package server_consumer: ${LAST_OUTPUT}")
 
 # pkg-config
 file(GLOB_RECURSE pc_files ${prefix}/*/libvarlog.pc)
@@ -59,11 +68,32 @@ get_filename_component(lib_dir ${pc_dir} DIRECTORY)
 set(ENV{PKG_CONFIG_PATH} ${pc_dir})
 run(pkg-config --cflags libvarlog)
 string(STRIP "${LAST_OUTPUT}" cflags)
+# Only libvarlog's own include directory: its private dependencies' flags (gRPC's
+# -DNOMINMAX, cJSON's -I) are none of a consumer's business (issue 20).
+if(NOT cflags MATCHES "^-I[^ ]*/include$")
+    message(FATAL_ERROR "pkg-config --cflags libvarlog gives more than its include directory: '${cflags}'")
+endif()
 run(pkg-config --libs libvarlog)
 string(STRIP "${LAST_OUTPUT}" libs)
+# The rpath as README shows it: a program built against a prefix outside the loader's
+# path starts without LD_LIBRARY_PATH.
+run(pkg-config --variable=libdir libvarlog)
+string(STRIP "${LAST_OUTPUT}" pc_libdir)
 separate_arguments(cflags UNIX_COMMAND "${cflags}")
 separate_arguments(libs UNIX_COMMAND "${libs}")
+unset(ENV{LD_LIBRARY_PATH})
 run(${C_COMPILER} -std=c11 -Wall -Werror ${cflags} ${CONSUMER_DIR}/consumer.c -o
-    ${WORK_DIR}/consumer-pc ${libs} -Wl,-rpath,${lib_dir})
+    ${WORK_DIR}/consumer-pc ${libs} -Wl,-rpath,${pc_libdir})
 run(${WORK_DIR}/consumer-pc)
 message(STATUS "pkg-config consumer: ${LAST_OUTPUT}")
+# libvarlog_server.pc: the embedded server's library, libvarlog's flags along
+run(pkg-config --cflags --libs libvarlog_server)
+string(STRIP "${LAST_OUTPUT}" server_flags)
+if(NOT server_flags MATCHES "-lvarlog_server" OR NOT server_flags MATCHES "-lvarlog( |$)")
+    message(FATAL_ERROR "pkg-config libvarlog_server gives '${server_flags}'")
+endif()
+separate_arguments(server_flags UNIX_COMMAND "${server_flags}")
+run(${C_COMPILER} -std=c11 -Wall -Werror ${CONSUMER_DIR}/server_consumer.c -o
+    ${WORK_DIR}/server_consumer-pc ${server_flags} -Wl,-rpath,${pc_libdir})
+run(${WORK_DIR}/server_consumer-pc)
+message(STATUS "pkg-config server_consumer: ${LAST_OUTPUT}")
