@@ -149,7 +149,8 @@ VARLOG_API varlog_err_t varlog_client_appendable_log_streams(varlog_client_t *cl
  * a record above append.record.max.bytes, more than append.batch.max.records records or
  * append.batch.max.bytes bytes, timeout_ms 0 or below -1), UNKNOWN_TOPIC (also after a
  * refresh), UNKNOWN_LOG_STREAM (a log stream the metadata no longer lists), NO_LOG_STREAM
- * (the topic has no log stream, or every one is sealed; not retried), SEALED, TIMED_OUT,
+ * (no log stream of the topic can take appends: it has none, or every one is sealed, even
+ * in metadata fetched within metadata.recheck.interval.ms; not retried), SEALED, TIMED_OUT,
  * CLOSED, NOMEM, DECODE (an answer that could not be read: MAYBE_APPENDED), RPC_* codes of
  * the last attempt (RPC_DEADLINE_EXCEEDED when an attempt reached append.attempt.timeout.ms)
  * or of the metadata lookup an unknown topic needed.

@@ -35,7 +35,9 @@ typedef enum varlog_err {
     VARLOG_ERR_STATE = -10,         /* the call is not allowed in the object's current state */
     VARLOG_ERR_UNKNOWN_TOPIC = -11, /* the cluster's metadata has no such topic */
     VARLOG_ERR_UNKNOWN_LOG_STREAM = -12, /* the topic has no such log stream */
-    VARLOG_ERR_NO_LOG_STREAM = -13,      /* every log stream of the topic is denied for now */
+    /* no log stream of the topic can take appends: it has none, or every one is sealed,
+     * even in metadata fetched within metadata.recheck.interval.ms */
+    VARLOG_ERR_NO_LOG_STREAM = -13,
 
     /* remote: gRPC status codes */
     VARLOG_ERR_RPC_CANCELLED = 1,

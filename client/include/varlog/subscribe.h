@@ -195,10 +195,16 @@ VARLOG_API varlog_err_t varlog_peek(varlog_client_t *client, int32_t topic_id,
  * protocol reports no per-replica result), so OK means at least one node accepted the
  * request; deletion on the node is asynchronous. Subscriptions of a trimmed range then end
  * with VARLOG_ERR_TRIMMED. Blocks up to timeout_ms (-1 = metadata.call.timeout.ms).
+ * What is trimmed: as in Varlog, a node trims no further than its high watermark and skips
+ * sealed replicas, and refuses silently (still OK): an until_glsn past the topic's last
+ * entry trims nothing at all, not the whole topic; a sealed log stream keeps its entries.
+ * varlog_peek of each log stream, before and after, tells what was trimmed (varlog-cli
+ * trim does so).
  * Errors: INVALID_ARG (topic_id < 1, until_glsn 0 or VARLOG_GLSN_MAX, timeout_ms 0 or below
  * -1), UNKNOWN_TOPIC,
- * NO_LOG_STREAM (no node holds a replica), TIMED_OUT, CLOSED, or when every node failed the
- * first node's error (text in varlog_last_error()).
+ * NO_LOG_STREAM (here: no storage node holds a replica of the topic's log streams, so none
+ * can take the trim), TIMED_OUT, CLOSED, or when every node failed the first node's error
+ * (text in varlog_last_error()).
  */
 VARLOG_API varlog_err_t varlog_trim(varlog_client_t *client, int32_t topic_id, uint64_t until_glsn,
                                     int64_t timeout_ms);
