@@ -689,16 +689,19 @@ varlog_err_t varlog_append_to(varlog_client_t *c, int32_t topic_id, int32_t log_
 
 /* ---- the engine and the lookup batcher ----------------------------------------------------- */
 
+/* The lookups retries and gaps ask for carry the time they were asked (their bound): the
+ * answer must come from a GetMetadata that began after it. */
 static int lookup_one(void *ctx, vq_batch_item_t *item)
 {
-    (void)item;
-    return md_fetch(ctx, -1);
+    return md_fetch_after(ctx, -1, item->has_bound ? item->bound : 0);
 }
 
-/* Every key needs the same thing, fresh metadata: one GetMetadata serves the whole batch. */
+/* Every key needs the same thing, fresh metadata: one GetMetadata serves the whole batch,
+ * one that began after the latest of their bounds (the items come sorted by bound). */
 static int lookup_batch(void *ctx, vq_batch_item_t *const *items, size_t n)
 {
-    varlog_err_t err = md_fetch(ctx, -1);
+    const vq_batch_item_t *last = items[n - 1];
+    varlog_err_t err = md_fetch_after(ctx, -1, last->has_bound ? last->bound : 0);
     for (size_t i = 0; err == VARLOG_OK && i < n; i++)
         items[i]->status = 0;
     return err;

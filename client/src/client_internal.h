@@ -48,6 +48,7 @@ struct varlog_client {
     pthread_cond_t fetch_done;
     bool fetching;
     uint64_t fetch_gen;
+    int64_t fetch_started_ns; /* vq_now_ns when the call in flight (or the last one) began */
     varlog_err_t fetch_err;
     char fetch_errtext[256];
 

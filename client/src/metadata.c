@@ -10,6 +10,7 @@
 #include "client_internal.h"
 #include "errtext.h"
 #include "rpc_client.h"
+#include "vq/task.h"
 #include "mrpb/management.pb-c.h"
 #include "mrpb/metadata_repository.pb-c.h"
 #include "varlogpb/metadata.pb-c.h"
@@ -501,12 +502,19 @@ static varlog_err_t fetch_once(varlog_client_t *c, int64_t timeout_ms)
 
 varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
 {
+    return md_fetch_after(c, timeout_ms, 0);
+}
+
+varlog_err_t md_fetch_after(varlog_client_t *c, int64_t timeout_ms, int64_t not_before_ns)
+{
     if (timeout_ms < 0)
         timeout_ms = c->conf->metadata_call_timeout_ms;
     int64_t deadline = wire_deadline_ms(timeout_ms);
     pthread_mutex_lock(&c->fetch_mu);
     while (c->fetching) {
-        /* Join the call in flight instead of starting another. */
+        /* Join the call in flight instead of starting another, unless it is too old for
+         * the caller: then wait for it to end and ask anew (or join a newer one). */
+        bool stale = c->fetch_started_ns < not_before_ns;
         uint64_t gen = c->fetch_gen;
         struct timespec ts;
         abs_deadline(&ts, client_remaining_ms(deadline));
@@ -521,6 +529,8 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
         /* A call that ended on its leader's deadline (TIMED_OUT is only ever the caller's)
          * says nothing about the answer: a joiner with time left asks again, itself or by
          * joining whoever asks first. Other results are shared. */
+        if (stale && client_remaining_ms(deadline) > 0)
+            continue;
         if (err != VARLOG_ERR_TIMED_OUT || client_remaining_ms(deadline) == 0) {
             char text[sizeof(c->fetch_errtext)];
             memcpy(text, c->fetch_errtext, sizeof(text));
@@ -529,6 +539,7 @@ varlog_err_t md_fetch(varlog_client_t *c, int64_t timeout_ms)
         }
     }
     c->fetching = true;
+    c->fetch_started_ns = vq_now_ns();
     pthread_mutex_unlock(&c->fetch_mu);
 
     log_deferred_t lines;

@@ -87,6 +87,11 @@ varlog_err_t md_open(struct varlog_client *c, int64_t deadline_ms);
  * NOMEM, RPC_* codes. */
 varlog_err_t md_fetch(struct varlog_client *c, int64_t timeout_ms);
 
+/* As md_fetch, but the answer must come from a call that began at or after not_before_ns
+ * (vq_now_ns clock): a call in flight that began earlier is waited out rather than joined,
+ * as its answer may predate what the caller reacts to (a refusal, a gap). 0: any call. */
+varlog_err_t md_fetch_after(struct varlog_client *c, int64_t timeout_ms, int64_t not_before_ns);
+
 /* Tells the transport which addresses the client still needs (the current view's storage
  * nodes, the seeds and the metadata member), so that channels to others are closed after
  * channel.unlisted.grace.ms, and channels to listed nodes in connect backoff retry at once.

@@ -23,6 +23,7 @@
 #include "mrpb/metadata_repository.pb-c.h"
 #include "rpc_internal.h"
 #include "test_support.h"
+#include "vq/task.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -79,6 +80,34 @@ static void test_joiner_outlives_leader_deadline(void **state)
                  (long long)joiner.timeout_ms, varlog_err_name(joiner.rc),
                  (long long)joiner.took_ms, joiner.text);
     /* the joiner needed a call of its own: the leader's ended without an answer for it */
+    assert_int_equal(varlog_server_call_count(f.srv, CF_PATH_METADATA), calls0 + 2);
+    assert_int_equal(varlog_client_applied_index(f.client), varlog_server_applied_index(f.srv));
+    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_METADATA, 0), VARLOG_OK);
+    cf_stop(&f);
+}
+
+/* A lookup that must see metadata newer than a moment (a retry after a refusal, a
+ * subscription's gap) does not join a GetMetadata that began before it: that answer may
+ * predate the seal or the new log stream it reacts to (found in the fault soak). It waits
+ * that call out and makes its own. Plain refreshes still share the call in flight. */
+static void test_fresh_lookup_does_not_join_an_older_call(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, NULL);
+    int64_t delay = scaled_ms(300);
+    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_METADATA, delay), VARLOG_OK);
+    uint64_t calls0 = varlog_server_call_count(f.srv, CF_PATH_METADATA);
+    cf_count_wait_t w = {.srv = f.srv, .method = CF_PATH_METADATA, .above = calls0};
+    refresher_arg_t older = {.client = f.client, .timeout_ms = 3 * cf_wait_bound_ms()};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, refresh_main, &older), 0);
+    assert_true(test_wait_until(cf_call_count_above, &w, cf_wait_bound_ms()));
+    int32_t topic = 0;
+    assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK); /* after it began */
+    assert_int_equal(md_fetch_after(f.client, 3 * cf_wait_bound_ms(), vq_now_ns()), VARLOG_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(older.rc, VARLOG_OK);
     assert_int_equal(varlog_server_call_count(f.srv, CF_PATH_METADATA), calls0 + 2);
     assert_int_equal(varlog_client_applied_index(f.client), varlog_server_applied_index(f.srv));
     assert_int_equal(varlog_server_delay(f.srv, CF_PATH_METADATA, 0), VARLOG_OK);
@@ -389,6 +418,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_joiner_outlives_leader_deadline),
+        cmocka_unit_test(test_fresh_lookup_does_not_join_an_older_call),
         cmocka_unit_test(test_timed_out_refresh_keeps_member),
         cmocka_unit_test(test_slow_member_is_forgotten),
         cmocka_unit_test(test_open_waits_for_restarting_repository),
