@@ -101,8 +101,11 @@ pid_t child_server_start(const char *bin, int32_t topics, int32_t log_streams, u
     snprintf(topics_s, sizeof(topics_s), "%" PRId32, topics);
     snprintf(ls_s, sizeof(ls_s), "%" PRId32, log_streams);
     snprintf(max_s, sizeof(max_s), "%" PRIu64, max_bytes);
-    char *const argv[] = {(char *)bin,     "--listen", "127.0.0.1:0", "--topics", topics_s,
-                          "--log-streams", ls_s,       "--max-bytes", max_s,      NULL};
+    /* max_bytes 0: the server's default bound (varlog-server refuses --max-bytes 0). */
+    char *argv[] = {(char *)bin,     "--listen", "127.0.0.1:0", "--topics", topics_s,
+                    "--log-streams", ls_s,       "--max-bytes", max_s,      NULL};
+    if (max_bytes == 0)
+        argv[7] = NULL;
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) {
         fprintf(stderr, "child_server_start: pipe: %s\n", strerror(errno));

@@ -13,7 +13,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Starts `bin --listen 127.0.0.1:0 --topics T --log-streams N --max-bytes B` and waits (up to
+/* Starts `bin --listen 127.0.0.1:0 --topics T --log-streams N --max-bytes B` (without
+ * --max-bytes when B is 0: the server's default) and waits (up to
  * 10 s) for the address it prints, copied to addr (cap bytes). Returns the child's pid, or -1
  * after a message on stderr (the child, if any, reaped). */
 pid_t child_server_start(const char *bin, int32_t topics, int32_t log_streams, uint64_t max_bytes,
