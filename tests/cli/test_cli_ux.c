@@ -169,12 +169,16 @@ static void test_subscribe_progress_and_interrupt(void **state)
     assert_string_equal(r.err, "");
     run_result_free(&r);
 
-    run_opts_t ctrl_c = {.interrupt_after_ms = 800};
+    /* Ctrl-C once the program shows it read what there is (not at a fixed time: a loaded
+     * machine may not have started it yet) */
+    run_opts_t ctrl_c = {
+        .stderr_tty = true, .interrupt_when = "read 10 entries", .interrupt_after_ms = 1};
     r = CLI_OPTS(&ctrl_c, "--mr", f->addr, "subscribe", "--topic", "1", "--begin", "21", "--end",
                  "1000", "--count");
     expect(&r, 130, "", "interrupted after 10 entries", "no count printed", NULL);
     run_result_free(&r);
-    r = CLI_OPTS(&ctrl_c, "--mr", f->addr, "subscribe", "--topic", "1", "--begin", "21");
+    run_opts_t ctrl_c_tail = {.interrupt_when = "\n30 ", .interrupt_after_ms = 1};
+    r = CLI_OPTS(&ctrl_c_tail, "--mr", f->addr, "subscribe", "--topic", "1", "--begin", "21");
     expect(&r, 0, NULL, NULL);
     assert_int_equal(count_lines(r.out), 10);
     assert_string_equal(r.err, "");
@@ -186,7 +190,11 @@ static void test_subscribe_progress_and_interrupt(void **state)
 static void test_bench_interrupted(void **state)
 {
     (void)state;
-    run_opts_t ctrl_c = {.interrupt_after_ms = 1000, .timeout_ms = 30000};
+    /* Ctrl-C once the progress line shows the append phase running */
+    run_opts_t ctrl_c = {.stderr_tty = true,
+                         .interrupt_when = "appended",
+                         .interrupt_after_ms = 1,
+                         .timeout_ms = 30000};
     run_result_t r = CLI_OPTS(&ctrl_c, "-q", "bench", "--mode", "both", "--duration", "20",
                               "--rate", "2000", "--json");
     expect(&r, 130, NULL, "interrupted", "the subscribe phase did not", NULL);
@@ -203,8 +211,10 @@ static void test_bench_interrupted(void **state)
     assert_non_null(strstr(r.out, "subscribe: not run (interrupted before it began)"));
     assert_null(strstr(r.out, "entries read"));
     run_result_free(&r);
-    /* append cut short: what was appended, marked */
-    r = CLI_OPTS(&ctrl_c, "-q", "append", "--count", "1g", "--size", "1");
+    /* append cut short: what was appended, marked (Ctrl-C half a second after the
+     * embedded server's notice) */
+    run_opts_t ctrl_c_append = {.interrupt_when = "embedded server", .interrupt_after_ms = 500};
+    r = CLI_OPTS(&ctrl_c_append, "append", "--count", "1g", "--size", "1");
     expect(&r, 130, NULL, "interrupted: appended", NULL);
     assert_non_null(strstr(r.out, " (interrupted)\n"));
     run_result_free(&r);
