@@ -123,9 +123,18 @@ static void test_dead_server_bounded_by_delivery_timeout(void **state)
     append_n(x.app, t, N);
     await_callbacks(&x, N, 1000 + 1000 + cf_wait_bound_ms());
     int64_t last = 0;
+    int timed_out = 0;
     for (int i = 0; i < N; i++) {
-        assert_int_equal(t[i].c.err, VARLOG_ERR_TIMED_OUT);
-        assert_int_equal(t[i].c.outcome, VARLOG_NOT_APPENDED);
+        /* The first batches may go out on the connection the stop is tearing down ("broken
+         * pipe" once sent): MAYBE_APPENDED, honestly, and not retried. Every other call
+         * waits out its deadline. */
+        bool racing = t[i].c.err == VARLOG_ERR_RPC_UNAVAILABLE &&
+                      t[i].c.outcome == VARLOG_MAYBE_APPENDED && strstr(t[i].text, "(attempt 1)");
+        bool expired = t[i].c.err == VARLOG_ERR_TIMED_OUT && t[i].c.outcome == VARLOG_NOT_APPENDED;
+        if (!racing && !expired)
+            fail_msg("call %d: %s, %s: %s", i, varlog_err_name(t[i].c.err),
+                     varlog_outcome_name(t[i].c.outcome), t[i].text);
+        timed_out += expired;
         int64_t at = atomic_load(&t[i].at_ms) - t0;
         if (at > last)
             last = at;
@@ -137,7 +146,12 @@ static void test_dead_server_bounded_by_delivery_timeout(void **state)
     int64_t slack = test_under_valgrind() || test_under_tsan() ? cf_wait_bound_ms() : 1000;
     if (last > 1000 + slack)
         fail_msg("the last callback came %lld ms after the first append", (long long)last);
-    assert_non_null(strstr(t[0].text, "the last:")); /* it was tried, and says how it failed */
+    /* At most the pipeline's batches (depth 2, of 4 records) raced the stop. */
+    assert_true(timed_out >= N - 2 * 4);
+    int tried = 0;
+    for (int i = 0; i < N && !tried; i++)
+        tried = strstr(t[i].text, "the last:") != NULL; /* tried, and says how it failed */
+    assert_true(tried);
     fx_stop(&x);
     free(t);
 }
@@ -158,8 +172,12 @@ static void test_unreachable_fails_waiting_batches_together(void **state)
     await_callbacks(&x, N, TIMEOUT);
     int behind = 0;
     for (int i = 0; i < N; i++) {
-        assert_int_equal(t[i].c.err, VARLOG_ERR_RPC_UNAVAILABLE);
-        assert_int_equal(t[i].c.outcome, VARLOG_NOT_APPENDED);
+        /* As above, a first batch may have gone out on the connection being torn down. */
+        bool racing = t[i].c.outcome == VARLOG_MAYBE_APPENDED && strstr(t[i].text, "(attempt 1)");
+        if (t[i].c.err != VARLOG_ERR_RPC_UNAVAILABLE ||
+            (t[i].c.outcome != VARLOG_NOT_APPENDED && !racing))
+            fail_msg("call %d: %s, %s: %s", i, varlog_err_name(t[i].c.err),
+                     varlog_outcome_name(t[i].c.outcome), t[i].text);
         behind += strstr(t[i].text, "unreachable") != NULL;
     }
     varlog_appender_stats_t s = app_stats(x.app);
