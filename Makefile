@@ -66,7 +66,7 @@ tsan: deps
 FUZZ_BUILD         ?= build-fuzz
 FUZZ_SECONDS       ?= 600
 FUZZ_SMOKE_SECONDS ?= 30
-FUZZ_JOBS          ?= 1
+FUZZ_JOBS          ?= 2
 
 fuzz-deps:
 	./scripts/install-deps.sh --fuzz

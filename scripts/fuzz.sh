@@ -64,7 +64,14 @@ else
     for h in "$@"; do
         run_one "$h" &
         pids="$pids $!"
-        while [ "$(jobs -p | wc -l)" -ge "$JOBS" ]; do
+        # Waits for a free slot: counts the jobs still alive (jobs -p in a $(...) subshell
+        # sees none of them).
+        while :; do
+            alive=0
+            for p in $pids; do
+                if kill -0 "$p" 2>/dev/null; then alive=$((alive + 1)); fi
+            done
+            [ "$alive" -lt "$JOBS" ] && break
             sleep 1
         done
     done
