@@ -378,14 +378,52 @@ static bool all_space(const char *s)
 #define SHOWN(s, len)                                                                              \
     (int)((len) > SHOWN_MAX ? SHOWN_MAX : (len)), (s), (len) > SHOWN_MAX ? "..." : ""
 
+/* A size in bytes may end in k, m or g (x1024 each), the one rule varlog-cli and
+ * varlog-server state for sizes: "4m" is 4194304. */
+static enum int_parse parse_size(const char *s, size_t len, int64_t *out)
+{
+    int shift = 0;
+    if (len > 1) {
+        switch (s[len - 1]) {
+        case 'k':
+        case 'K':
+            shift = 10;
+            break;
+        case 'm':
+        case 'M':
+            shift = 20;
+            break;
+        case 'g':
+        case 'G':
+            shift = 30;
+            break;
+        default:
+            break;
+        }
+    }
+    if (shift == 0)
+        return parse_int64(s, len, out);
+    int64_t v = 0;
+    enum int_parse r = parse_int64(s, len - 1, &v);
+    if (r != INT_OK)
+        return r;
+    if (v > (INT64_MAX >> shift) || v < (INT64_MIN >> shift))
+        return INT_OVERFLOW;
+    *out = v * ((int64_t)1 << shift);
+    return INT_OK;
+}
+
 static varlog_err_t set_int(varlog_conf_t *conf, const conf_property_t *p, const char *value)
 {
     char range[64];
     int64_t v = 0;
-    enum int_parse r = parse_int64(value, strlen(value), &v);
+    bool bytes = strcmp(p->unit, "bytes") == 0;
+    enum int_parse r =
+        bytes ? parse_size(value, strlen(value), &v) : parse_int64(value, strlen(value), &v);
     if (r == INT_NOT_INT)
-        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" is not an integer", p->name,
-                           SHOWN(value, strlen(value)));
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: \"%.*s%s\" is not an integer%s", p->name,
+                           SHOWN(value, strlen(value)),
+                           bytes ? " (a size may end in k, m or g: x1024)" : "");
     if (r == INT_OVERFLOW || v < p->min || v > p->max)
         return errtext_set(VARLOG_ERR_INVALID_ARG, "%s: %.*s%s is out of range %s", p->name,
                            SHOWN(value, strlen(value)),

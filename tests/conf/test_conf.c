@@ -44,7 +44,7 @@ static const struct prop_case cases[] = {
     {"append.deny.ttl.ms", "600000", "0", "never", "-1", "86400001", "[0, 86400000]"},
     {"append.record.max.bytes", "4194304", "1024", "4MiB", "0", "1073741825", "[1, 1073741824]"},
     {"append.batch.max.records", "10000", "1000000", "many", "0", "1000001", "[1, 1000000]"},
-    {"append.batch.max.bytes", "67108864", "2147483647", "64M", "0", "2147483648",
+    {"append.batch.max.bytes", "67108864", "2147483647", "64 M", "0", "2147483648",
      "[1, 2147483647]"},
     {"appender.pipeline.depth", "2", "64", "two", "0", "65", "[1, 64]"},
     {"appender.linger.ms", "5", "0", "5ms", "-1", "60001", "[0, 60000]"},
@@ -52,10 +52,10 @@ static const struct prop_case cases[] = {
     {"appender.batch.max.bytes", "1048576", "65536", "1MiB", "0", "2147483648", "[1, 2147483647]"},
     {"appender.queue.max.records", "100000", "2000000", "lots", "0", "2147483648",
      "[1, 2147483647]"},
-    {"appender.queue.max.bytes", "67108864", "1073741824", "64M", "0", "9223372036854775808",
+    {"appender.queue.max.bytes", "67108864", "1073741824", "64T", "0", "9223372036854775808",
      "[1, 9223372036854775807]"},
     {"subscribe.prefetch.entries", "256", "1", "many", "0", "1000001", "[1, 1000000]"},
-    {"subscribe.prefetch.bytes", "4194304", "0", "4M", "-1", "9223372036854775808",
+    {"subscribe.prefetch.bytes", "4194304", "0", "4MiB", "-1", "9223372036854775808",
      "[0, 9223372036854775807]"},
     {"subscribe.retries", "10", "1000000", "ten", "-1", "1000001", "[0, 1000000]"},
     {"subscribe.retry.backoff.ms", "50", "1", "50ms", "0", "60001", "[1, 60000]"},
@@ -254,6 +254,27 @@ static void test_wrong_type_is_refused(void **state)
             fail_msg("\"%s\" does not start with \"%s\"", text, prefix);
         assert_string_equal(get(conf, c->name), c->good);
     }
+    varlog_conf_destroy(conf);
+}
+
+/* Sizes in bytes take k, m or g (x1024), the rule varlog-cli and varlog-server state, so that
+ * `-X appender.batch.max.bytes=4m` works as `--max-bytes 4m` does (issue 20); other integers
+ * take none, and a size past the range is refused as out of range, not wrapped. */
+static void test_size_suffixes(void **state)
+{
+    (void)state;
+    varlog_conf_t *conf = varlog_conf_new();
+    set_ok(conf, "appender.batch.max.bytes", "4m");
+    assert_string_equal(get(conf, "appender.batch.max.bytes"), "4194304");
+    set_ok(conf, "appender.queue.max.bytes", "2G");
+    assert_string_equal(get(conf, "appender.queue.max.bytes"), "2147483648");
+    set_ok(conf, "subscribe.prefetch.bytes", "512k");
+    assert_string_equal(get(conf, "subscribe.prefetch.bytes"), "524288");
+    assert_contains(set_fails(conf, "appender.batch.max.bytes", "4g"), "out of range");
+    assert_contains(set_fails(conf, "appender.queue.max.bytes", "9999999999g"), "out of range");
+    assert_contains(set_fails(conf, "appender.batch.max.bytes", "k"), "k, m or g");
+    assert_contains(set_fails(conf, "appender.batch.max.bytes", "4mm"), "not an integer");
+    assert_contains(set_fails(conf, "appender.batch.max.records", "1k"), "not an integer");
     varlog_conf_destroy(conf);
 }
 
@@ -791,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_range_bounds_are_accepted),
         cmocka_unit_test(test_wrong_type_is_refused),
         cmocka_unit_test(test_out_of_range_is_refused),
+        cmocka_unit_test(test_size_suffixes),
         cmocka_unit_test(test_typed_fields),
         cmocka_unit_test(test_exact_error_texts),
         cmocka_unit_test(test_integers_are_strict_decimal),
