@@ -467,6 +467,18 @@ static void test_new_log_stream_joins(void **state)
     t_finish();
 }
 
+/* A second client of T's server, opened now: its metadata shows what T's client's does not
+ * (a log stream added since). */
+static varlog_client_t *other_client(void)
+{
+    varlog_conf_t *conf = cf_conf(&T.f, NULL);
+    varlog_client_t *other = NULL;
+    char err[256];
+    if (varlog_client_new(&conf, &other, err, sizeof(err)) != VARLOG_OK)
+        fail_msg("second client: %s", err);
+    return other;
+}
+
 /* Issue 18, point 2.1: a log stream added after the subscription started, which this client
  * has not heard of, holds the GLSN the merge waits for, while a known log stream already
  * holds a later one. GLSNs are dense: the subscription must find the new log stream (fresh
@@ -482,10 +494,7 @@ static void test_gap_from_unknown_log_stream(void **state)
     int32_t ls = 0;
     assert_int_equal(varlog_server_add_log_stream(T.f.srv, 1, &ls), VARLOG_OK);
     assert_int_equal(ls, 2);
-    varlog_conf_t *conf = cf_conf(&T.f, NULL);
-    varlog_client_t *other = NULL;
-    char err[256];
-    assert_int_equal(varlog_client_new(&conf, &other, err, sizeof(err)), VARLOG_OK);
+    varlog_client_t *other = other_client();
     stu_append_n(other, &T.log, 1, 2, 1, 0, 2); /* GLSN 1, in the log stream it does not know */
     stu_append_n(other, &T.log, 1, 1, 1, 0, 3); /* GLSN 2 */
     varlog_client_destroy(other);
@@ -503,10 +512,7 @@ static void test_bounded_gap_from_unknown_log_stream(void **state)
     t_start(1, 1, 100, NULL);
     int32_t ls = 0;
     assert_int_equal(varlog_server_add_log_stream(T.f.srv, 1, &ls), VARLOG_OK);
-    varlog_conf_t *conf = cf_conf(&T.f, NULL);
-    varlog_client_t *other = NULL;
-    char err[256];
-    assert_int_equal(varlog_client_new(&conf, &other, err, sizeof(err)), VARLOG_OK);
+    varlog_client_t *other = other_client();
     stu_append_n(other, &T.log, 1, 2, 2, 0, 2); /* GLSNs 1 and 2 */
     stu_append_n(other, &T.log, 1, 1, 1, 0, 3); /* GLSN 3 */
     varlog_client_destroy(other);
@@ -530,10 +536,7 @@ static void test_sealed_topic_grows(void **state)
     assert_int_equal(varlog_subscription_next(T.sub2, 0, &e), VARLOG_ERR_TIMED_OUT);
     int32_t ls = 0;
     assert_int_equal(varlog_server_add_log_stream(T.f.srv, 1, &ls), VARLOG_OK);
-    varlog_conf_t *conf = cf_conf(&T.f, NULL);
-    varlog_client_t *other = NULL;
-    char err[256];
-    assert_int_equal(varlog_client_new(&conf, &other, err, sizeof(err)), VARLOG_OK);
+    varlog_client_t *other = other_client();
     stu_append_n(other, &T.log, 1, ls, 3, 0, 2);
     varlog_client_destroy(other);
     drain_ok(T.sub2, &T.sink2, 3);

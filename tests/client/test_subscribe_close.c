@@ -269,16 +269,11 @@ static void *destroyer_main(void *arg)
     return NULL;
 }
 
-/* varlog_client_destroy while on_entry is blocked: it closes the subscription as close
- * does, so it returns only once the handler returned, and no handler runs after. */
-static void test_destroy_waits_for_handler(void **state)
+/* Destroys T's client on another thread while T.sink's handler is blocked: destroy must not
+ * return while it blocks (what names the handler's state in the failure), and must return
+ * once it is released. */
+static void destroy_while_blocked(const char *while_what)
 {
-    (void)state;
-    t_start(1, 2, 100, NULL);
-    stu_append_n(T.f.client, &T.log, 1, 0, 50, 0, 1);
-    T.sink.block_at = 5;
-    subscribe_ok(1, 1, VARLOG_GLSN_MAX, &T.sink, &T.sub);
-    assert_true(atu_wait_true(&T.sink.sync, &T.sink.blocked, bound_ms()));
     destroyer_t d = {.client = T.f.client, .sink = &T.sink};
     T.f.client = NULL;
     atu_sync_init(&d.sync);
@@ -289,12 +284,25 @@ static void test_destroy_waits_for_handler(void **state)
     bool done = atu_wait_true(&d.sync, &d.returned, bound_ms());
     if (done)
         pthread_join(th, NULL);
-    else
-        fail_msg("varlog_client_destroy still runs %lld ms after the handler returned",
-                 (long long)bound_ms());
     atu_sync_destroy(&d.sync);
     if (early)
-        fail_msg("varlog_client_destroy returned while on_entry was still running");
+        fail_msg("varlog_client_destroy returned while %s", while_what);
+    if (!done)
+        fail_msg("varlog_client_destroy still runs %lld ms after the handler returned",
+                 (long long)bound_ms());
+}
+
+/* varlog_client_destroy while on_entry is blocked: it closes the subscription as close
+ * does, so it returns only once the handler returned, and no handler runs after. */
+static void test_destroy_waits_for_handler(void **state)
+{
+    (void)state;
+    t_start(1, 2, 100, NULL);
+    stu_append_n(T.f.client, &T.log, 1, 0, 50, 0, 1);
+    T.sink.block_at = 5;
+    subscribe_ok(1, 1, VARLOG_GLSN_MAX, &T.sink, &T.sub);
+    assert_true(atu_wait_true(&T.sink.sync, &T.sink.blocked, bound_ms()));
+    destroy_while_blocked("on_entry was still running");
     assert_int_equal(test_await_thread_count_named("varlog-sub", 0, bound_ms()), 0);
     assert_int_equal(atomic_load(&T.sink.in_handler), 0);
     assert_int_equal(stu_sink_n(&T.sink), 5);
@@ -323,22 +331,7 @@ static void test_destroy_after_close_from_handler(void **state)
     stu_append_n(T.f.client, &T.log, 1, 0, 50, 0, 1);
     assert_true(atu_wait_true(&T.sink.sync, &T.sink.blocked, bound_ms()));
     assert_true(T.sink.self_closed);
-    destroyer_t d = {.client = T.f.client, .sink = &T.sink};
-    T.f.client = NULL;
-    atu_sync_init(&d.sync);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, destroyer_main, &d), 0);
-    bool early = atu_wait_true(&d.sync, &d.returned, 300);
-    release_sink(&T.sink);
-    bool done = atu_wait_true(&d.sync, &d.returned, bound_ms());
-    if (done)
-        pthread_join(th, NULL);
-    atu_sync_destroy(&d.sync);
-    if (early)
-        fail_msg("varlog_client_destroy returned while the self-closed handler still ran");
-    if (!done)
-        fail_msg("varlog_client_destroy still runs %lld ms after the handler returned",
-                 (long long)bound_ms());
+    destroy_while_blocked("the self-closed handler still ran");
     assert_int_equal(test_await_thread_count_named("varlog-sub", 0, bound_ms()), 0);
     assert_int_equal(atomic_load(&T.sink.in_handler), 0);
     assert_int_equal(stu_sink_n(&T.sink), 5);
