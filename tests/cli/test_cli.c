@@ -20,38 +20,21 @@
 
 #include <cmocka.h>
 
+#include "run_program.h"
 #include "test_support.h"
 #include "varlog/server.h"
 
-extern char **environ;
-
-/* What one run of the program gave. */
-typedef struct run {
-    int status; /* exit status; -1 when killed or not started */
-    char *out;  /* stdout, NUL-terminated */
-    char *err;  /* stderr */
-} run_t;
+/* What one run of the program gave: run_program.h's result (status, stdout, stderr). */
+typedef run_result_t run_t;
 
 static void run_free(run_t *r)
 {
-    free(r->out);
-    free(r->err);
-    memset(r, 0, sizeof *r);
+    run_result_free(r);
 }
 
-static void append_bytes(char **buf, size_t *len, const char *data, size_t n)
-{
-    char *nb = realloc(*buf, *len + n + 1);
-    assert_non_null(nb);
-    memcpy(nb + *len, data, n);
-    *len += n;
-    nb[*len] = '\0';
-    *buf = nb;
-}
-
-/* Runs VARLOG_CLI_PROGRAM with argv (NULL-terminated, without argv[0]), feeding input (may
- * be NULL: stdin is empty) and collecting stdout and stderr. Bounded: a run that takes more
- * than 60 s is killed and fails the test. */
+/* Runs VARLOG_CLI_PROGRAM with argv (NULL-terminated, without argv[0]), feeding input (may be NULL:
+ * stdin is empty), collecting stdout and stderr. Bounded: a run that takes more than 60 s is killed
+ * and fails the test. */
 static run_t run_cli_v(const char *input, const char *const *args)
 {
     const char *argv[32];
@@ -62,103 +45,11 @@ static run_t run_cli_v(const char *input, const char *const *args)
         argv[argc++] = args[i];
     }
     argv[argc] = NULL;
-
-    int in[2], out[2], err[2];
-    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-    assert_int_equal(pipe2(err, O_CLOEXEC), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], STDIN_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
-    pid_t pid;
-    int rc = posix_spawn(&pid, VARLOG_CLI_PROGRAM, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    assert_int_equal(rc, 0);
-    close(in[0]);
-    close(out[1]);
-    close(err[1]);
-
-    run_t r = {.status = -1};
-    size_t out_len = 0, err_len = 0, in_off = 0, in_len = input ? strlen(input) : 0;
-    append_bytes(&r.out, &out_len, "", 0);
-    append_bytes(&r.err, &err_len, "", 0);
-    int in_fd = in[1];
-    if (in_len == 0) {
-        close(in_fd);
-        in_fd = -1;
-    } else {
-        fcntl(in_fd, F_SETFL, O_NONBLOCK);
-    }
-    int64_t deadline = test_now_ms() + 60000;
-    bool out_open = true, err_open = true;
-    while (out_open || err_open) {
-        struct pollfd p[3] = {{.fd = out_open ? out[0] : -1, .events = POLLIN},
-                              {.fd = err_open ? err[0] : -1, .events = POLLIN},
-                              {.fd = in_fd, .events = POLLOUT}};
-        int64_t left = deadline - test_now_ms();
-        if (left <= 0) {
-            kill(pid, SIGKILL);
-            fail_msg("varlog-cli %s did not end within 60 s", args[0] ? args[0] : "");
-        }
-        int n = poll(p, 3, (int)left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        assert_true(n >= 0);
-        char buf[4096];
-        for (int i = 0; i < 2; i++) {
-            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            ssize_t k = read(p[i].fd, buf, sizeof buf);
-            if (k > 0) {
-                if (i == 0)
-                    append_bytes(&r.out, &out_len, buf, (size_t)k);
-                else
-                    append_bytes(&r.err, &err_len, buf, (size_t)k);
-            } else if (k == 0 || errno != EINTR) {
-                if (i == 0)
-                    out_open = false;
-                else
-                    err_open = false;
-            }
-        }
-        if (in_fd >= 0 && (p[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
-            ssize_t k = write(in_fd, input + in_off, in_len - in_off);
-            if (k > 0)
-                in_off += (size_t)k;
-            if (k < 0 && errno != EAGAIN && errno != EINTR)
-                in_off = in_len; /* the program stopped reading */
-            if (in_off == in_len) {
-                close(in_fd);
-                in_fd = -1;
-            }
-        }
-    }
-    if (in_fd >= 0)
-        close(in_fd);
-    close(out[0]);
-    close(err[0]);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (WIFEXITED(status))
-        r.status = WEXITSTATUS(status);
-    return r;
+    run_opts_t o = {.input = input};
+    return run_program(VARLOG_CLI_PROGRAM, argv, &o);
 }
 
 #define RUN_CLI(input, ...) run_cli_v((input), (const char *const[]){__VA_ARGS__, NULL})
-
-/* Lines in s (a last line without '\n' counts). */
-static size_t count_lines(const char *s)
-{
-    size_t n = 0;
-    for (const char *p = s; *p; p++)
-        if (*p == '\n')
-            n++;
-    if (*s && s[strlen(s) - 1] != '\n')
-        n++;
-    return n;
-}
 
 typedef struct fixture {
     varlog_server_t *srv;

@@ -23,29 +23,15 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "run_program.h"
 #include "test_support.h"
 
-extern char **environ;
-
-typedef struct run {
-    int status; /* exit status; -1 when killed */
-    char *out, *err;
-} run_t;
+/* What one run of the program gave: run_program.h's result (status, stdout, stderr). */
+typedef run_result_t run_t;
 
 static void run_free(run_t *r)
 {
-    free(r->out);
-    free(r->err);
-}
-
-static void append_bytes(char **buf, size_t *len, const char *data, size_t n)
-{
-    char *nb = realloc(*buf, *len + n + 1);
-    assert_non_null(nb);
-    memcpy(nb + *len, data, n);
-    *len += n;
-    nb[*len] = '\0';
-    *buf = nb;
+    run_result_free(r);
 }
 
 /* Runs the program with args (NULL-terminated, without argv[0]), stdin empty, collecting
@@ -60,59 +46,8 @@ static run_t run_cli_v(const char *const *args)
         argv[argc++] = args[i];
     }
     argv[argc] = NULL;
-    int out[2], err[2];
-    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-    assert_int_equal(pipe2(err, O_CLOEXEC), 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_adddup2(&fa, err[1], STDERR_FILENO);
-    pid_t pid;
-    int rc = posix_spawn(&pid, VARLOG_CLI_PROGRAM, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    assert_int_equal(rc, 0);
-    close(out[1]);
-    close(err[1]);
-    run_t r = {.status = -1};
-    size_t lens[2] = {0, 0};
-    char **bufs[2] = {&r.out, &r.err};
-    append_bytes(&r.out, &lens[0], "", 0);
-    append_bytes(&r.err, &lens[1], "", 0);
-    int64_t deadline = test_now_ms() + 120000;
-    bool open_[2] = {true, true};
-    int fds[2] = {out[0], err[0]};
-    while (open_[0] || open_[1]) {
-        struct pollfd p[2] = {{.fd = open_[0] ? fds[0] : -1, .events = POLLIN},
-                              {.fd = open_[1] ? fds[1] : -1, .events = POLLIN}};
-        int64_t left = deadline - test_now_ms();
-        if (left <= 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, NULL, 0);
-            fail_msg("varlog-cli %s did not end within 120 s", args[0]);
-        }
-        int n = poll(p, 2, (int)left);
-        if (n < 0 && errno == EINTR)
-            continue;
-        assert_true(n >= 0);
-        char buf[4096];
-        for (int i = 0; i < 2; i++) {
-            if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            ssize_t k = read(fds[i], buf, sizeof buf);
-            if (k > 0)
-                append_bytes(bufs[i], &lens[i], buf, (size_t)k);
-            else if (k == 0 || errno != EINTR)
-                open_[i] = false;
-        }
-    }
-    close(out[0]);
-    close(err[0]);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (WIFEXITED(status))
-        r.status = WEXITSTATUS(status);
-    return r;
+    run_opts_t o = {.timeout_ms = 120000};
+    return run_program(VARLOG_CLI_PROGRAM, argv, &o);
 }
 
 #define RUN_CLI(...) run_cli_v((const char *const[]){__VA_ARGS__, NULL})
