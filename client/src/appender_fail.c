@@ -87,8 +87,10 @@ static varlog_err_t retry_submit(varlog_appender_t *app, app_lane_t *lane, batch
     /* Back in time to be failed at the deadline rather than after the whole backoff. */
     int64_t now = wire_now_ms();
     for (const app_batch_t *b = batches->head; b; b = b->next) {
+        if (b->deadline_ms == INT64_MAX) /* no delivery bound */
+            continue;
         int64_t left_ns = b->deadline_ms > now ? (b->deadline_ms - now) * 1000000 : 0;
-        if (b->deadline_ms != INT64_MAX && left_ns < delay)
+        if (left_ns < delay)
             delay = left_ns;
     }
     app_ref(app);
