@@ -389,6 +389,8 @@ static void *worker_main(void *arg)
     vq_worker_t *w = arg;
     vq_engine_t *e = w->e;
     tls_engine = e;
+    /* Named, so that a census of a process's threads tells the engine's apart. */
+    pthread_setname_np(pthread_self(), "vq-worker");
     w->rng = (uint64_t)vq_now_ns() ^ (uint64_t)(uintptr_t)w;
     pthread_mutex_lock(&e->mu);
     for (;;) {
@@ -511,6 +513,7 @@ void *vq_dispatcher_main_(void *arg)
 {
     vq_engine_t *e = arg;
     tls_engine = e;
+    pthread_setname_np(pthread_self(), "vq-dispatcher");
     pthread_mutex_lock(&e->mu);
     while (!e->exiting) {
         e->disp_wake_at = INT64_MIN; /* awake: workers need not signal new deadlines */
