@@ -156,8 +156,8 @@ VARLOG_API varlog_err_t varlog_appender_append(varlog_appender_t *app,
  * every call queued before flush began has returned. still_pending (optional) receives the
  * number of append calls whose callback has not returned yet (0 on OK).
  * Blocks: up to timeout_ms (-1 = until done, 0 = only starts the sending and reports).
- * Errors: INVALID_ARG (NULL, timeout_ms below -1), TIMED_OUT (calls still pending at the timeout; they go on),
- * STATE (called from one of this appender's callbacks, which would wait for itself).
+ * Errors: INVALID_ARG (NULL, timeout_ms below -1), TIMED_OUT (calls still pending at the timeout;
+ * they go on), STATE (called from one of this appender's callbacks, which would wait for itself).
  */
 VARLOG_API varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t timeout_ms,
                                               size_t *still_pending);
@@ -169,11 +169,11 @@ VARLOG_API varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t ti
  * frees the appender; *app is set to NULL. No callback of this appender runs after close
  * returns.
  * Blocks: up to timeout_ms for the flush (-1, or any negative value, = until every call
- * settled, however long the retries take: close never refuses to close), then for as long as the remaining callbacks take to run; ending the
- * streams does not wait for the network. Accepts NULL and *app NULL.
- * Errors: OK when every call queued before close was settled by the flush, TIMED_OUT when
- * some had to be failed with CLOSED, STATE (called from one of its own callbacks: nothing
- * is done).
+ * settled, however long the retries take: close never refuses to close), then for as long as the
+ * remaining callbacks take to run; ending the streams does not wait for the network. Accepts NULL
+ * and *app NULL. Errors: OK when every call queued before close was settled by the flush, TIMED_OUT
+ * when some had to be failed with CLOSED, STATE (called from one of its own callbacks: nothing is
+ * done).
  */
 VARLOG_API varlog_err_t varlog_appender_close(varlog_appender_t **app, int64_t timeout_ms);
 

@@ -135,8 +135,8 @@ VARLOG_API varlog_err_t varlog_subscribe_to_iter(varlog_client_t *client, int32_
  * subscription's failure (TRIMMED, RPC_*, DECODE, NOMEM, the error of the log stream that
  * failed subscribe.retries times; text in varlog_last_error()), returned again by every
  * later call; CLOSED when varlog_subscription_close began on another thread. INVALID_ARG
- * (NULL, timeout_ms below -1), STATE on a handler-form subscription. One caller at a time; another thread may
- * close the subscription meanwhile, which wakes the caller.
+ * (NULL, timeout_ms below -1), STATE on a handler-form subscription. One caller at a time; another
+ * thread may close the subscription meanwhile, which wakes the caller.
  */
 VARLOG_API varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeout_ms,
                                                  varlog_entry_t *entry);
