@@ -55,18 +55,16 @@ void app_ref(varlog_appender_t *app)
     atomic_fetch_add_explicit(&app->refs, 1, memory_order_relaxed);
 }
 
+static void slot_delete(app_batch_t *b);
+
 static void app_free(varlog_appender_t *app)
 {
     for (size_t i = 0; i < app->n_lanes; i++)
         app_lane_free(app->lanes[i]);
     free(app->lanes);
     free(app->outboxes);
-    for (size_t i = 0; i < app->n_slots; i++) {
-        free(app->slots[i]->buf);
-        free(app->slots[i]->metas);
-        free(app->slots[i]->calls);
-        free(app->slots[i]);
-    }
+    for (size_t i = 0; i < app->n_slots; i++)
+        slot_delete(app->slots[i]);
     free(app->slots);
     wire_scratch_free(&app->scratch);
     if (app->results)

@@ -195,6 +195,8 @@ typedef struct app_thread_state {
 } app_thread_state_t;
 
 /* ---- appender_io.c ---- */
+/* Whether the allowlist lets batches go to lane now (bound mode: always). */
+bool app_lane_allowed(const app_thread_state_t *ts, const app_lane_t *lane);
 void *app_thread_main(void *arg);
 app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls);
 void app_lane_free(app_lane_t *lane);

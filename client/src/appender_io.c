@@ -377,7 +377,7 @@ static void refresh_lanes(app_thread_state_t *ts)
         client_recheck_async(c);
 }
 
-static bool lane_allowed(const app_thread_state_t *ts, const app_lane_t *lane)
+bool app_lane_allowed(const app_thread_state_t *ts, const app_lane_t *lane)
 {
     if (ts->app->fixed_ls)
         return true;
@@ -404,7 +404,7 @@ static ptrdiff_t pick_lane_locked(app_thread_state_t *ts, int64_t now)
         const app_lane_t *lane = app->lanes[i];
         size_t load = lane_load(lane, &app->outboxes[i]);
         if (lane->held || load >= app->depth || (!lane->stream && now < lane->reopen_ms) ||
-            !lane_allowed(ts, lane))
+            !app_lane_allowed(ts, lane))
             continue;
         if (load < best_load) {
             best = (ptrdiff_t)i;

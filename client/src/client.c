@@ -173,7 +173,9 @@ bool client_recheck_wait(varlog_client_t *c, int64_t deadline_ms)
     if (!recheck_claim(c))
         return false;
     atomic_fetch_add(&c->stats.lookups, 1);
-    return md_fetch(c, client_remaining_ms(deadline_ms)) == VARLOG_OK;
+    /* Fresh, as the engine's lookups are: a GetMetadata already in flight may predate the
+     * unseal this call hopes to see. */
+    return md_fetch_after(c, client_remaining_ms(deadline_ms), vq_now_ns()) == VARLOG_OK;
 }
 
 bool client_closing(varlog_client_t *c)
