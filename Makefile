@@ -87,7 +87,10 @@ bench: build
 	$(BUILD)/bench/bench_append
 	$(BUILD)/bench/bench_allowlist
 
-install: build
+# Builds only what it installs (target installables: the libraries, varlog-server and
+# varlog-cli), not the tests and benchmarks a full build makes first.
+install: configure
+	cmake --build $(BUILD) -j $(JOBS) --target installables
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
 # Rewrites the committed CONFIGURATION.md from the property table in client/src/conf.c
