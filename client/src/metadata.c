@@ -192,10 +192,16 @@ static size_t endpoint_count(const Varlog__Mrpb__ClusterInfo *ci)
     return n;
 }
 
+/* The gRPC service of GetClusterInfo: an address that answers it with UNIMPLEMENTED is no
+ * metadata repository (a storage node's or varlogadm's, typically), and never will be. */
+#define MR_SERVICE "varlog.mrpb.Management"
+
 /* GetClusterInfo on one address; *out is a valid ClusterInfo's response on OK. *asked tells
- * whether a call was made (false: no time was left to make one). */
+ * whether a call was made (false: no time was left to make one). On RPC_UNIMPLEMENTED,
+ * status receives the server's own text (e.g. "unknown service varlog.mrpb.Management"). */
 static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_t deadline_ms,
-                                 Varlog__Mrpb__GetClusterInfoResponse **out, bool *asked)
+                                 Varlog__Mrpb__GetClusterInfoResponse **out, bool *asked,
+                                 char *status, size_t status_size)
 {
     *asked = false;
     int64_t timeout = c->conf->metadata_call_timeout_ms;
@@ -219,6 +225,16 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
         err = VARLOG_ERR_TIMED_OUT;
     if (err == VARLOG_ERR_RPC_CANCELLED && client_closing(c))
         err = VARLOG_ERR_CLOSED;
+    if (err == VARLOG_ERR_RPC_UNIMPLEMENTED) {
+        snprintf(status, status_size, "%s", st.message ? st.message : "");
+        errtext_set(err,
+                    "%s does not serve the metadata repository (" MR_SERVICE
+                    "): %s%s%s; is it a storage node or varlogadm address?",
+                    address, varlog_err_name(err), st.message ? ": " : "",
+                    st.message ? st.message : "");
+        rpc_status_clear(&st);
+        return err;
+    }
     if (err != VARLOG_OK) {
         errtext_set(err, "GetClusterInfo at %s: %s%s%s", address, varlog_err_str(err),
                     st.message ? ": " : "", st.message ? st.message : "");
@@ -249,6 +265,10 @@ static varlog_err_t cluster_info(varlog_client_t *c, const char *address, int64_
 typedef struct discover_failure {
     varlog_err_t err; /* VARLOG_OK while no call failed */
     char text[256];
+    /* The text of a seed that answered UNIMPLEMENTED, worth saying even when another seed's
+     * failure comes last; and whether, in the last pass, every seed did. */
+    char unserved[224];
+    bool all_unserved;
 } discover_failure_t;
 
 static void failure_note(discover_failure_t *f, varlog_err_t err)
@@ -267,15 +287,30 @@ static varlog_err_t discover_once(varlog_client_t *c, int64_t deadline_ms, char 
     Varlog__Mrpb__GetClusterInfoResponse *best = NULL;
     varlog_err_t err = VARLOG_ERR_RPC_UNAVAILABLE;
     char why[256] = "";
+    size_t unserved = 0;
+    char unserved_list[320] = "";
+    size_t list_len = 0;
+    last->all_unserved = false;
     for (size_t i = 0; i < c->n_seeds; i++) {
         Varlog__Mrpb__GetClusterInfoResponse *r = NULL;
         bool asked;
-        varlog_err_t e = cluster_info(c, c->seeds[i], deadline_ms, &r, &asked);
+        char status[128] = "";
+        varlog_err_t e =
+            cluster_info(c, c->seeds[i], deadline_ms, &r, &asked, status, sizeof(status));
         if (e != VARLOG_OK) {
             err = e;
             errtext_copy(why, sizeof(why));
             if (asked)
                 failure_note(last, e);
+            if (e == VARLOG_ERR_RPC_UNIMPLEMENTED) {
+                unserved++;
+                errtext_copy(last->unserved, sizeof(last->unserved));
+                if (list_len < sizeof(unserved_list)) {
+                    int k = snprintf(unserved_list + list_len, sizeof(unserved_list) - list_len,
+                                     "%s%s (%s)", unserved > 1 ? ", " : "", c->seeds[i], status);
+                    list_len += k > 0 ? (size_t)k : 0;
+                }
+            }
             if (e == VARLOG_ERR_STATE || e == VARLOG_ERR_CLOSED || !asked)
                 break;
             continue;
@@ -291,6 +326,19 @@ static varlog_err_t discover_once(varlog_client_t *c, int64_t deadline_ms, char 
             protobuf_c_message_free_unpacked(&r->base, NULL);
         }
     }
+    if (!best && unserved > 0 && unserved == c->n_seeds) {
+        /* No seed serves the repository's service, and none will: retrying until
+         * open.timeout.ms cannot help. A seed that is merely down may yet come up, so this
+         * takes every seed answering so. */
+        last->all_unserved = true;
+        if (c->n_seeds == 1)
+            return errtext_set(err, "%s", why);
+        return errtext_set(VARLOG_ERR_RPC_UNIMPLEMENTED,
+                           "none of metadata.addresses serves the metadata repository (" MR_SERVICE
+                           "), each answered %s: %s; are they storage node or varlogadm "
+                           "addresses?",
+                           varlog_err_name(VARLOG_ERR_RPC_UNIMPLEMENTED), unserved_list);
+    }
     if (!best)
         return errtext_set(err, "%s", why);
     err = VARLOG_ERR_RPC_UNAVAILABLE;
@@ -302,7 +350,9 @@ static varlog_err_t discover_once(varlog_client_t *c, int64_t deadline_ms, char 
             continue;
         Varlog__Mrpb__GetClusterInfoResponse *r = NULL;
         bool asked;
-        varlog_err_t e = cluster_info(c, m->endpoint, deadline_ms, &r, &asked);
+        char status[128];
+        varlog_err_t e =
+            cluster_info(c, m->endpoint, deadline_ms, &r, &asked, status, sizeof(status));
         if (e != VARLOG_OK) {
             err = e;
             errtext_copy(why, sizeof(why));
@@ -365,7 +415,7 @@ varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms, const char *bo
     if (rng == 0)
         rng = 1;
     int64_t backoff = MD_DISCOVER_BACKOFF_MIN_MS;
-    discover_failure_t last = {.err = VARLOG_OK};
+    discover_failure_t last = {.err = VARLOG_OK, .unserved = ""};
     varlog_err_t err = VARLOG_ERR_RPC_UNAVAILABLE;
     for (int pass = 1;; pass++) {
         if (client_closing(c))
@@ -382,7 +432,8 @@ varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms, const char *bo
                      "metadata repository member %s (discovery pass %d)", member, pass);
             return VARLOG_OK;
         }
-        if (err == VARLOG_ERR_STATE || err == VARLOG_ERR_CLOSED || err == VARLOG_ERR_NOMEM)
+        if (err == VARLOG_ERR_STATE || err == VARLOG_ERR_CLOSED || err == VARLOG_ERR_NOMEM ||
+            last.all_unserved)
             return err;
         int64_t left = client_remaining_ms(deadline_ms);
         if (left == 0)
@@ -403,6 +454,10 @@ varlog_err_t md_discover(varlog_client_t *c, int64_t deadline_ms, const char *bo
         return errtext_set(VARLOG_ERR_TIMED_OUT,
                            "discovery: no answer within %s %lld ms: no time to ask any address",
                            bound, (long long)bound_ms);
+    if (last.unserved[0] && last.err != VARLOG_ERR_RPC_UNIMPLEMENTED)
+        return errtext_set(last.err,
+                           "discovery: no answer within %s %lld ms; last failure: %s; also, %s",
+                           bound, (long long)bound_ms, last.text, last.unserved);
     return errtext_set(last.err, "discovery: no answer within %s %lld ms; last failure: %s", bound,
                        (long long)bound_ms, last.text);
 }

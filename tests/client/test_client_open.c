@@ -1,7 +1,7 @@
 /* varlog_client_new / varlog_client_destroy / varlog_client_refresh against the embedded
- * server: discovery and the metadata view, open failures, several seeds, on-demand and
- * periodic refresh, metadata failures and server restarts, closing while a refresh is
- * blocked. Logging is in test_client_log.c. */
+ * server: discovery and the metadata view, open failures (among them addresses that serve no
+ * metadata repository), several seeds, on-demand and periodic refresh, metadata failures and
+ * server restarts, closing while a refresh is blocked. Logging is in test_client_log.c. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "client_fixture.h"
+#include "rpc_server.h"
 #include "test_support.h"
 
 /* The ids of one list call, checked to be complete (cap large enough). */
@@ -243,6 +244,204 @@ static void test_open_bad_arguments(void **state)
     varlog_client_stats_t s;
     assert_int_equal(varlog_client_stats(NULL, &s), VARLOG_ERR_INVALID_ARG);
     varlog_client_destroy(NULL);
+}
+
+/* ---- 2b. an address that serves no metadata repository ----------------------------------- */
+
+/* A gRPC server that serves only a storage node's Append: what a storage node's or
+ * varlogadm's address given as a metadata address answers discovery with (gRPC-Go's
+ * "unknown service varlog.mrpb.Management", which rpc_server sends as Go does). */
+static void never_called(rpc_server_call_t *call, const ProtobufCMessage *req, void *arg)
+{
+    (void)req;
+    (void)arg;
+    rpc_server_call_finish(call, GRPC_STATUS_INTERNAL, "not part of the test", NULL, 0);
+}
+
+static const rpc_method_t storage_node_only[] = {
+    {.path = CF_PATH_APPEND,
+     .kind = RPC_METHOD_BIDI,
+     .request = &rpc_raw_request_descriptor,
+     .on_start = never_called},
+};
+
+static rpc_server_t *start_storage_node_only(char *address, size_t size)
+{
+    rpc_server_opts_t opts = {"127.0.0.1:0", storage_node_only, 1};
+    rpc_server_t *srv = NULL;
+    assert_int_equal(rpc_server_start(&opts, &srv), VARLOG_OK);
+    snprintf(address, size, "127.0.0.1:%d", rpc_server_port(srv));
+    return srv;
+}
+
+static varlog_conf_t *conf_for(const char *addresses, int64_t open_timeout_ms)
+{
+    varlog_conf_t *conf = varlog_conf_new();
+    assert_non_null(conf);
+    char err[256], ms[32];
+    snprintf(ms, sizeof(ms), "%lld", (long long)open_timeout_ms);
+    const char *pairs[][2] = {{"metadata.addresses", addresses},
+                              {"open.timeout.ms", ms},
+                              {"metadata.refresh.interval.ms", "0"},
+                              {"log.level", "err"}};
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        if (varlog_conf_set(conf, pairs[i][0], pairs[i][1], err, sizeof(err)) != VARLOG_OK)
+            fail_msg("%s=%s: %s", pairs[i][0], pairs[i][1], err);
+    }
+    return conf;
+}
+
+/* client.h: every metadata address answering UNIMPLEMENTED fails the open at once, with
+ * RPC_UNIMPLEMENTED and a text naming the address and what it is not; it used to wait out
+ * open.timeout.ms (10 s by default) for an answer that cannot come. */
+static void test_open_storage_node_address(void **state)
+{
+    (void)state;
+    char a[64], b[64];
+    rpc_server_t *sa = start_storage_node_only(a, sizeof(a));
+    rpc_server_t *sb = start_storage_node_only(b, sizeof(b));
+    /* twice the bound "at once" is held to, so that waiting it out fails the test */
+    int64_t open_timeout = 2 * cf_wait_bound_ms();
+
+    varlog_conf_t *conf = conf_for(a, open_timeout);
+    varlog_client_t *client = (varlog_client_t *)(uintptr_t)1;
+    char err[512] = "";
+    int64_t t0 = test_now_ms();
+    varlog_err_t rc = varlog_client_new(&conf, &client, err, sizeof(err));
+    int64_t took = test_now_ms() - t0;
+    print_message("one address: %s after %lld ms: %s\n", varlog_err_name(rc), (long long)took, err);
+    if (took >= cf_wait_bound_ms())
+        fail_msg("open against %s took %lld ms (open.timeout.ms %lld): not at once", a,
+                 (long long)took, (long long)open_timeout);
+    assert_int_equal(rc, VARLOG_ERR_RPC_UNIMPLEMENTED);
+    assert_null(client);
+    assert_non_null(conf);
+    assert_string_equal(varlog_last_error(), err);
+    const char *says[] = {a,
+                          "does not serve the metadata repository",
+                          "varlog.mrpb.Management",
+                          "unknown service",
+                          "storage node",
+                          "varlogadm"};
+    for (size_t i = 0; i < sizeof(says) / sizeof(says[0]); i++) {
+        if (!strstr(err, says[i]))
+            fail_msg("error text lacks '%s': %s", says[i], err);
+    }
+    varlog_conf_destroy(conf);
+
+    /* several addresses, every one a storage node's: at once too, naming each */
+    char both[160];
+    snprintf(both, sizeof(both), "%s,%s", a, b);
+    conf = conf_for(both, open_timeout);
+    t0 = test_now_ms();
+    rc = varlog_client_new(&conf, &client, err, sizeof(err));
+    took = test_now_ms() - t0;
+    print_message("two addresses: %s after %lld ms: %s\n", varlog_err_name(rc), (long long)took,
+                  err);
+    if (took >= cf_wait_bound_ms())
+        fail_msg("open against %s took %lld ms: not at once", both, (long long)took);
+    assert_int_equal(rc, VARLOG_ERR_RPC_UNIMPLEMENTED);
+    if (!strstr(err, a) || !strstr(err, b) || !strstr(err, "metadata repository"))
+        fail_msg("error text does not name both addresses: %s", err);
+    varlog_conf_destroy(conf);
+    rpc_server_stop(sa);
+    rpc_server_stop(sb);
+}
+
+/* One address answers UNIMPLEMENTED, another is merely down: a repository may come up
+ * there, so discovery goes on until open.timeout.ms, and the text it fails with still says
+ * what the first address is. */
+static void test_open_storage_node_and_down_address(void **state)
+{
+    (void)state;
+    char a[64], seeds[160];
+    rpc_server_t *sa = start_storage_node_only(a, sizeof(a));
+    snprintf(seeds, sizeof(seeds), "%s,127.0.0.1:1", a);
+    int64_t open_timeout = 1000;
+    varlog_conf_t *conf = conf_for(seeds, open_timeout);
+    varlog_client_t *client = NULL;
+    char err[512] = "";
+    int64_t t0 = test_now_ms();
+    varlog_err_t rc = varlog_client_new(&conf, &client, err, sizeof(err));
+    int64_t took = test_now_ms() - t0;
+    print_message("%s after %lld ms: %s\n", varlog_err_name(rc), (long long)took, err);
+    assert_int_not_equal(rc, VARLOG_OK);
+    assert_null(client);
+    if (took < open_timeout - 50) /* the deadline is on the same clock, give or take rounding */
+        fail_msg("gave up after %lld ms, before open.timeout.ms %lld, with an address down",
+                 (long long)took, (long long)open_timeout);
+    if (!strstr(err, a) || !strstr(err, "does not serve the metadata repository"))
+        fail_msg("error text does not say what %s is: %s", a, err);
+    varlog_conf_destroy(conf);
+    rpc_server_stop(sa);
+}
+
+typedef struct pass_watch {
+    atomic_int failed_passes;
+} pass_watch_t;
+
+static void count_failed_passes(void *opaque, varlog_log_level_t level, varlog_log_ctx_t ctx,
+                                const char *message)
+{
+    (void)level;
+    (void)ctx;
+    if (strstr(message, "discovery pass") && strstr(message, "failed"))
+        atomic_fetch_add(&((pass_watch_t *)opaque)->failed_passes, 1);
+}
+
+static bool a_pass_failed(void *arg)
+{
+    return atomic_load(&((pass_watch_t *)arg)->failed_passes) > 0;
+}
+
+typedef struct open_call {
+    varlog_conf_t *conf;
+    varlog_client_t *client;
+    varlog_err_t rc;
+    char err[512];
+} open_call_t;
+
+static void *open_main(void *arg)
+{
+    open_call_t *o = arg;
+    o->rc = varlog_client_new(&o->conf, &o->client, o->err, sizeof(o->err));
+    return NULL;
+}
+
+/* ... and when the repository comes up there within open.timeout.ms, the open succeeds:
+ * the UNIMPLEMENTED address did not end it. The server restarts only after a discovery
+ * pass failed with it down (the client's own DEBUG line says so). */
+static void test_open_storage_node_then_repository(void **state)
+{
+    (void)state;
+    char a[64], seeds[160];
+    rpc_server_t *sa = start_storage_node_only(a, sizeof(a));
+    client_fixture_t f;
+    memset(&f, 0, sizeof(f));
+    varlog_server_opts_t o = {.topics = 1, .log_streams_per_topic = 1};
+    assert_int_equal(varlog_server_start(&o, &f.srv), VARLOG_OK);
+    snprintf(seeds, sizeof(seeds), "%s,%s", a, varlog_server_address(f.srv));
+    assert_int_equal(varlog_server_stop(f.srv), VARLOG_OK);
+
+    pass_watch_t w;
+    atomic_init(&w.failed_passes, 0);
+    open_call_t call = {.conf = conf_for(seeds, 2 * cf_wait_bound_ms())};
+    char set_err[256];
+    assert_int_equal(varlog_conf_set(call.conf, "debug", "metadata", set_err, sizeof(set_err)),
+                     VARLOG_OK);
+    varlog_conf_set_log_cb(call.conf, count_failed_passes, &w);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, open_main, &call), 0);
+    bool failed_once = test_wait_until(a_pass_failed, &w, cf_wait_bound_ms());
+    assert_int_equal(varlog_server_restart(f.srv), VARLOG_OK);
+    pthread_join(th, NULL);
+    assert_true(failed_once);
+    if (call.rc != VARLOG_OK)
+        fail_msg("open with seeds %s: %s: %s", seeds, varlog_err_name(call.rc), call.err);
+    assert_null(call.conf);
+    f.client = call.client;
+    cf_stop(&f);
+    rpc_server_stop(sa);
 }
 
 /* ---- 3. several seeds -------------------------------------------------------------------- */
@@ -566,6 +765,9 @@ int main(void)
         cmocka_unit_test(test_open_closed_port),
         cmocka_unit_test(test_open_wrong_cluster),
         cmocka_unit_test(test_open_bad_arguments),
+        cmocka_unit_test(test_open_storage_node_address),
+        cmocka_unit_test(test_open_storage_node_and_down_address),
+        cmocka_unit_test(test_open_storage_node_then_repository),
         cmocka_unit_test(test_open_dead_seed_first),
         cmocka_unit_test(test_refresh_on_demand),
         cmocka_unit_test(test_refresh_shared_call),

@@ -67,8 +67,13 @@ VARLOG_API const char *varlog_outcome_name(varlog_outcome_t outcome);
  * Blocks: yes, for discovery. The log callback may run on this thread.
  * Errors (errstr, optional, and varlog_last_error() say which property or server):
  * INVALID_ARG (NULL arguments, a cross-property rule broken, metadata.addresses unset),
- * RPC_* codes or TIMED_OUT when no seed gives valid cluster information or metadata in time
- * (the last failure's code), STATE (the cluster id differs from cluster.id), NOMEM,
+ * RPC_UNIMPLEMENTED at once, without waiting for open.timeout.ms, when every address of
+ * metadata.addresses answered that it serves no metadata repository (gRPC UNIMPLEMENTED for
+ * varlog.mrpb.Management: a storage node's or varlogadm's address); the text names each
+ * address. Otherwise discovery goes on until open.timeout.ms (an address that is down may
+ * come up), then fails with RPC_* codes or TIMED_OUT when no seed gave valid cluster
+ * information or metadata in time (the last failure's code; the text also names an address
+ * that answered UNIMPLEMENTED), STATE (the cluster id differs from cluster.id), NOMEM,
  * INTERNAL (a thread could not be started).
  */
 VARLOG_API varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char *errstr,
