@@ -105,7 +105,7 @@ static bool other_lane_usable(const app_thread_state_t *ts, const app_lane_t *do
     const varlog_appender_t *app = ts->app;
     for (size_t i = 0; i < app->n_lanes; i++) {
         const app_lane_t *l = app->lanes[i];
-        if (l != down && app_lane_allowed(ts, l) && (l->stream || l->failures == 0))
+        if (l != down && app_lane_allowed(ts, l) && (l->st.rpc || l->failures == 0))
             return true;
     }
     return false;

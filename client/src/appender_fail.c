@@ -128,8 +128,9 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     varlog_appender_t *app = ts->app;
     varlog_client_t *c = app->c;
     bool closing = ts->stopping;
-    size_t sent = lane->stream ? rpc_stream_sent(lane->stream, APP_SEND_SETTLE_MS) : 0;
-    if (lane->timed_out && !closing)
+    size_t sent = lane->st.rpc ? rpc_stream_sent(lane->st.rpc, APP_SEND_SETTLE_MS) : 0;
+    bool timed_out = lane->st.cancel == APP_CANCEL_ATTEMPT;
+    if (timed_out && !closing)
         err = VARLOG_ERR_RPC_DEADLINE_EXCEEDED;
     int64_t now = wire_now_ms();
     /* Nothing reached the node and a batch has no attempt left: the log stream is
@@ -138,7 +139,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
      * waiting to be sent fail with it below. */
     bool unreachable = false;
     for (const app_batch_t *x = lane->inflight.head; x && !closing; x = x->next)
-        unreachable |= err == VARLOG_ERR_RPC_UNAVAILABLE && sent <= lane->answered &&
+        unreachable |= err == VARLOG_ERR_RPC_UNAVAILABLE && sent <= lane->st.answered &&
                        x->attempts >= app->max_attempts;
     batch_list_t retry = {0};
     bool deny = false;
@@ -149,7 +150,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     while ((b = blist_pop(&lane->inflight))) {
         left_records += b->n_records;
         left_bytes += b->bytes;
-        bool maybe_sent = lane->answered + i++ < sent;
+        bool maybe_sent = lane->st.answered + i++ < sent;
         append_verdict_t v = append_classify(err, msg, maybe_sent, closing, false);
         b->maybe |= v.ambiguous;
         deny |= v.deny;
@@ -159,9 +160,11 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                  "%s%s%s%s",
                  b->n_records, lane->ls, app->topic_id, lane->target ? lane->target : "?",
                  b->attempts, varlog_err_str(err), msg[0] ? ": " : "", msg,
-                 lane->timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
+                 timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
         if (!closing && app_batch_expired(b, now)) {
-            app_batch_fail_expired(b, lane->expired ? "while the batch was in flight" : "", text);
+            app_batch_fail_expired(
+                b, lane->st.cancel == APP_CANCEL_DELIVERY ? "while the batch was in flight" : "",
+                text);
             blist_push(&ts->settled, b);
         } else if (!closing && !unreachable && v.retriable && b->attempts < app->max_attempts &&
                    (!b->maybe || app->retry_maybe)) {
@@ -179,11 +182,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     atomic_fetch_sub_explicit(&app->inflight_records, left_records, memory_order_relaxed);
     atomic_fetch_sub_explicit(&app->inflight_bytes, left_bytes, memory_order_relaxed);
     /* Destroyed last: msg may be the stream's status text. */
-    rpc_stream_t *ended = lane->stream;
-    lane->stream = NULL;
-    lane->answered = 0;
-    lane->timed_out = false;
-    lane->expired = false;
+    rpc_stream_t *ended = app_lane_drop_stream(lane);
     lane->failures++;
     lane->reopen_ms = wire_now_ms() + backoff_ns(app, lane->failures) / 1000000;
     int64_t ttl = c->conf->append_deny_ttl_ms;

@@ -74,16 +74,30 @@ typedef struct batch_list {
     size_t n;
 } batch_list_t;
 
+/* Why the thread cancelled a lane's stream. */
+typedef enum {
+    APP_CANCEL_NONE,     /* it did not */
+    APP_CANCEL_ATTEMPT,  /* its oldest request had no answer within append.attempt.timeout.ms */
+    APP_CANCEL_DELIVERY, /* a batch on it reached its delivery deadline */
+} app_cancel_t;
+
+/* A lane's Append stream and what the thread learned of it. Set by lane_open and cleared as
+ * a whole by app_lane_drop_stream, the only way a stream is dropped: nothing learned of one
+ * stream is read as if it were about the next (a cancel's flag left behind once kept every
+ * later stream of the lane from being checked for deadlines). */
+typedef struct app_stream {
+    rpc_stream_t *rpc;   /* NULL: no stream, and every field below is zero */
+    size_t answered;     /* answers matched on it */
+    app_cancel_t cancel; /* set once; the stream's end settles what is on it */
+} app_stream_t;
+
 /* One log stream and its Append stream. */
 typedef struct app_lane {
     struct varlog_appender *app;
     int32_t ls;
     char *target; /* the primary the stream was opened to */
-    rpc_stream_t *stream;
-    batch_list_t inflight; /* sent on stream, oldest first */
-    size_t answered;       /* answers matched on this stream */
-    bool timed_out;        /* the thread cancelled the stream: an answer took too long */
-    bool expired;          /* ... or the oldest batch on it reached its delivery deadline */
+    app_stream_t st;
+    batch_list_t inflight; /* sent on st, oldest first */
     unsigned failures;     /* consecutive stream failures: the reopen backoff */
     int64_t reopen_ms;     /* no new stream before this */
     bool gone;             /* topic mode: the log stream left the topic's metadata */
@@ -200,6 +214,9 @@ bool app_lane_allowed(const app_thread_state_t *ts, const app_lane_t *lane);
 void *app_thread_main(void *arg);
 app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls);
 void app_lane_free(app_lane_t *lane);
+/* Forgets lane's stream and everything learned of it; returns the stream (NULL if none),
+ * which the caller destroys once it no longer reads its status. */
+rpc_stream_t *app_lane_drop_stream(app_lane_t *lane);
 /* gRPC dropped its last reference to a batch's bytes. */
 void app_body_released(void *batch);
 

@@ -30,6 +30,13 @@ app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls)
     return lane;
 }
 
+rpc_stream_t *app_lane_drop_stream(app_lane_t *lane)
+{
+    rpc_stream_t *s = lane->st.rpc;
+    lane->st = (app_stream_t){0};
+    return s;
+}
+
 void app_lane_free(app_lane_t *lane)
 {
     if (!lane)
@@ -163,12 +170,13 @@ static varlog_err_t lane_open(app_thread_state_t *ts, app_lane_t *lane, char *wh
                             .timeout_ms = -1,
                             .notify = lane_notify,
                             .notify_arg = lane};
-    err = rpc_stream_open(c->rpc, lane->target, SN_PATH_APPEND, &so, NULL, &lane->stream);
+    rpc_stream_t *s = NULL;
+    err = rpc_stream_open(c->rpc, lane->target, SN_PATH_APPEND, &so, NULL, &s);
     if (err != VARLOG_OK) {
         snprintf(why, why_size, "could not open an Append stream to %s", lane->target);
         return err;
     }
-    lane->answered = 0;
+    lane->st = (app_stream_t){.rpc = s};
     pthread_mutex_lock(&app->mu);
     app->stats.streams_opened++;
     pthread_mutex_unlock(&app->mu);
@@ -181,7 +189,7 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
     if (!outbox->head)
         return;
     char why[200];
-    varlog_err_t err = lane->stream ? VARLOG_OK : lane_open(ts, lane, why, sizeof(why));
+    varlog_err_t err = lane->st.rpc ? VARLOG_OK : lane_open(ts, lane, why, sizeof(why));
     uint8_t head[CODEC_HEAD_MAX];
     size_t head_len = codec_put_head(head, app->topic_id, lane->ls);
     int64_t now = wire_now_ms();
@@ -203,7 +211,7 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
             b->body = grpc_slice_new_with_user_data(b->buf, b->len, app_body_released, b);
             atomic_store(&b->has_body, true);
         }
-        if (rpc_stream_send_shared(lane->stream, head, head_len, b->body) != VARLOG_OK)
+        if (rpc_stream_send_shared(lane->st.rpc, head, head_len, b->body) != VARLOG_OK)
             broken = true; /* the stream failed: its end settles this batch and the rest */
     }
     atomic_fetch_add(&app->inflight_batches, n);
@@ -221,7 +229,7 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
     app->stats.batches_sent += n;
     pthread_mutex_unlock(&app->mu);
     if (broken)
-        rpc_stream_cancel(lane->stream);
+        rpc_stream_cancel(lane->st.rpc);
 }
 
 /* ---- answers ------------------------------------------------------------------------------- */
@@ -232,15 +240,15 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
 {
     varlog_appender_t *app = ts->app;
     atomic_store(&lane->readable, false);
-    while (lane->stream) {
+    while (lane->st.rpc) {
         grpc_byte_buffer *bb = NULL;
-        varlog_err_t err = rpc_stream_recv_buffer(lane->stream, timeout_ms, &bb);
+        varlog_err_t err = rpc_stream_recv_buffer(lane->st.rpc, timeout_ms, &bb);
         if (err == VARLOG_ERR_TIMED_OUT && ts->stopping)
             err = VARLOG_ERR_CLOSED; /* a cancelled stream that does not end: give up on it */
         if (err == VARLOG_ERR_TIMED_OUT)
             return;
         if (err != VARLOG_OK) {
-            const rpc_status_t *st = rpc_stream_status(lane->stream);
+            const rpc_status_t *st = rpc_stream_status(lane->st.rpc);
             const char *msg = st && st->message ? st->message : "";
             if (err == VARLOG_ERR_END)
                 msg = "the stream ended before every request was answered";
@@ -248,16 +256,16 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
                 app_lane_failed(ts, lane, err, msg);
             } else {
                 /* Nothing was riding on it: the next batch opens a new stream, and only a
-                 * failure that costs a batch counts against the log stream. */
-                rpc_stream_destroy(lane->stream);
-                lane->stream = NULL;
+                 * failure that costs a batch counts against the log stream. A cancel of
+                 * ours whose batches were all answered before its end ends here too. */
+                rpc_stream_destroy(app_lane_drop_stream(lane));
             }
             return;
         }
         app_batch_t *b = blist_pop(&lane->inflight);
         if (!b) {
             grpc_byte_buffer_destroy(bb);
-            rpc_stream_fail_decode(lane->stream); /* an answer to nothing: the pairing is lost */
+            rpc_stream_fail_decode(lane->st.rpc); /* an answer to nothing: the pairing is lost */
             continue;
         }
         atomic_fetch_sub(&app->inflight_batches, 1);
@@ -270,7 +278,7 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
             p ? codec_read_append_response(p, len, b->metas, b->n_records, why, sizeof(why))
               : VARLOG_ERR_NOMEM;
         grpc_byte_buffer_destroy(bb);
-        lane->answered++;
+        lane->st.answered++;
         if (derr == VARLOG_OK) {
             b->err = VARLOG_OK;
             b->outcome = VARLOG_APPENDED;
@@ -285,29 +293,32 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
             app_batch_fail(b, derr,
                            "append of %" PRIu32 " records to log stream %d of topic %d at %s: %s",
                            b->n_records, lane->ls, app->topic_id, lane->target, why);
-            rpc_stream_fail_decode(lane->stream);
+            rpc_stream_fail_decode(lane->st.rpc);
         }
         blist_push(&ts->settled, b);
     }
 }
 
-/* Cancels the stream of a lane whose oldest request waited too long; its end is then settled
- * as a hung node's. Returns the next time to look (INT64_MAX = none). */
+/* Cancels the stream of a lane whose oldest request waited too long (its end is then
+ * settled as a hung node's) or one of whose batches reached its delivery deadline. Returns
+ * the next time to look (INT64_MAX = none). */
 static int64_t lane_check_timeout(app_thread_state_t *ts, app_lane_t *lane, int64_t now)
 {
     const app_batch_t *head = lane->inflight.head;
-    if (!head || !lane->stream || lane->timed_out || lane->expired)
+    if (!head || !lane->st.rpc || lane->st.cancel != APP_CANCEL_NONE)
         return INT64_MAX;
+    /* Answers are waiting: read them first, they may be what the deadline waits for. */
+    if (atomic_load(&lane->readable))
+        return now;
     int64_t due = head->sent_ms + ts->app->attempt_timeout_ms;
     int64_t expiry = app_inflight_deadline(lane);
+    now = wire_now_ms(); /* the time of the decision: the scan may have taken a while */
     if (now < due && now < expiry)
         return due < expiry ? due : expiry;
-    /* A hung node, or a batch out of time: the stream's end settles what is on it. */
-    if (now >= due)
-        lane->timed_out = true;
-    else
-        lane->expired = true;
-    rpc_stream_cancel(lane->stream);
+    /* An answer may still come before the cancel's end: the end then finds fewer batches,
+     * or none, on the stream, and the flag goes with the stream either way. */
+    lane->st.cancel = now >= due ? APP_CANCEL_ATTEMPT : APP_CANCEL_DELIVERY;
+    rpc_stream_cancel(lane->st.rpc);
     return INT64_MAX;
 }
 
@@ -403,8 +414,9 @@ static ptrdiff_t pick_lane_locked(app_thread_state_t *ts, int64_t now)
         size_t i = (app->rr + k) % app->n_lanes;
         const app_lane_t *lane = app->lanes[i];
         size_t load = lane_load(lane, &app->outboxes[i]);
-        if (lane->held || load >= app->depth || (!lane->stream && now < lane->reopen_ms) ||
-            !app_lane_allowed(ts, lane))
+        /* A stream we cancelled ends in a moment: a batch sent on it would only fail. */
+        if (lane->held || load >= app->depth || (!lane->st.rpc && now < lane->reopen_ms) ||
+            (lane->st.rpc && lane->st.cancel != APP_CANCEL_NONE) || !app_lane_allowed(ts, lane))
             continue;
         if (load < best_load) {
             best = (ptrdiff_t)i;
@@ -468,7 +480,7 @@ static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
         /* Waiting for a lane: a backoff may end before anything wakes us. */
         for (size_t i = 0; i < app->n_lanes; i++) {
             const app_lane_t *lane = app->lanes[i];
-            if (!lane->stream && lane->reopen_ms > now && lane->reopen_ms < next)
+            if (!lane->st.rpc && lane->reopen_ms > now && lane->reopen_ms < next)
                 next = lane->reopen_ms;
         }
     }
@@ -518,11 +530,11 @@ static void stop_all(app_thread_state_t *ts)
     for (size_t i = 0; i < app->n_lanes; i++) {
         app_lane_t *lane = app->lanes[i];
         blist_merge(&left, &app->outboxes[i]);
-        if (!lane->stream)
+        if (!lane->st.rpc)
             continue;
         /* Answers that arrived before the cancel still count; the stream's end then settles
          * the rest as CLOSED (MAYBE_APPENDED for what was sent). */
-        rpc_stream_cancel(lane->stream);
+        rpc_stream_cancel(lane->st.rpc);
         lane_drain(ts, lane, APP_SEND_SETTLE_MS);
     }
     pthread_mutex_lock(&app->mu);
