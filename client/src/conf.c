@@ -149,10 +149,24 @@ static const conf_property_t props[] = {
              "Received bytes a subscription buffers per log stream, as "
              "subscribe.prefetch.entries; an entry larger than this still gets through, alone. "
              "0 bounds entries only."),
-    INT_PROP("subscribe.retries", subscribe_retries, "10", 0, 1000000, "",
-             "Times in a row a subscription opens a log stream's stream again after it broke "
-             "without delivering an entry; one more failure ends the subscription with that "
-             "error. Delivering an entry resets the count."),
+    INT_PROP("subscribe.retry.timeout.ms", subscribe_retry_timeout_ms, "60000", -1, 86400000, MS,
+             "How long a log stream of a subscription may go without progress before its last "
+             "failure ends the subscription. A log stream's outage begins when its stream "
+             "breaks (or cannot be opened); until then it is opened again, on the next replica, "
+             "after each failure (subscribe.retry.backoff.ms). Progress ends the outage: an "
+             "entry received that the log stream had not sent before, or a stream that stayed "
+             "open for 1 s over a connection that is up while the subscription was not waiting "
+             "for an entry from it (an idle topic's tail). The default is twice "
+             "appender.delivery.timeout.ms: a reader outlives a storage node restart that the "
+             "writers ride out, and is there to read what they appended once it is back. 0 "
+             "ends a subscription at the first failure; -1 waits for ever."),
+    INT_PROP("subscribe.retries", subscribe_retries, "-1", -1, 1000000, "",
+             "Optional bound in reopenings, besides subscribe.retry.timeout.ms: a log stream's "
+             "stream is opened again at most this many times in a row without progress (as "
+             "subscribe.retry.timeout.ms defines it); one more failure ends the subscription "
+             "with that error. -1 (the default): no such bound, time alone decides. A count "
+             "cannot say how long a storage node restart is ridden out (the backoff sets the "
+             "time between failures); it stays for configurations that set it."),
     INT_PROP("subscribe.retry.backoff.ms", subscribe_retry_backoff_ms, "50", 1, 60000, MS,
              "Base delay before a subscription opens a broken stream again; it doubles with "
              "each failure in a row, up to subscribe.retry.backoff.max.ms, drawn from [d/2, "

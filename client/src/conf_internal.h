@@ -33,8 +33,9 @@ struct varlog_conf {
     int64_t appender_queue_max_bytes;
     int64_t appender_delivery_timeout_ms; /* 0 = no bound */
     int64_t subscribe_prefetch_entries;
-    int64_t subscribe_prefetch_bytes; /* 0 = entries only */
-    int64_t subscribe_retries;
+    int64_t subscribe_prefetch_bytes;   /* 0 = entries only */
+    int64_t subscribe_retry_timeout_ms; /* -1 = for ever */
+    int64_t subscribe_retries;          /* -1 = no bound in failures */
     int64_t subscribe_retry_backoff_ms;
     int64_t subscribe_retry_backoff_max_ms;
     int64_t subscribe_stall_timeout_ms; /* 0 = never */

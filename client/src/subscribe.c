@@ -271,6 +271,7 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
         wake = c->conf->subscribe_prefetch_entries;
     sub->wakeup_entries = (unsigned)wake;
     sub->wakeup_wait_us = c->conf->subscribe_wakeup_wait_us;
+    sub->retry_timeout_ms = c->conf->subscribe_retry_timeout_ms;
 
     md_view_t *view = md_current(c);
     err = sub_add_log_streams(sub, view);

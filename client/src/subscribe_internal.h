@@ -43,7 +43,11 @@ typedef struct sub_ls {
     bool has_head;          /* head is valid and in the merge's heap */
     bool finished;          /* the stream ended OK: it holds nothing more of the range */
     bool retrying;          /* a retry task will ask for a new stream */
-    unsigned failures;      /* failures in a row without an entry */
+    unsigned failures;      /* failures in a row without progress (subscribe_outage.c) */
+    int64_t down_since_ms;  /* its outage began then (wire_now_ms; 0: not in an outage) */
+    int64_t opened_ms;      /* rpc (or the stream the retry opens) was opened then */
+    varlog_err_t last_err;  /* its latest failure, and its text: "at ADDR: ERR: reason" */
+    char last_why[256];
     uint64_t last_pos;      /* position of the last entry received (0 = none yet) */
     wire_scratch_t scratch; /* a message received in several slices, laid out flat */
     char decode_why[128];   /* why the last message could not be read */
@@ -90,6 +94,8 @@ struct varlog_subscription {
     varlog_err_t result;      /* VARLOG_OK while running; END or the failure, sticky */
     char why[512];            /* result's text */
     uint64_t rng;             /* jitter */
+    int64_t retry_timeout_ms; /* subscribe.retry.timeout.ms: the client may be gone when
+                               * varlog_subscription_health reads it */
     unsigned wakeup_entries;  /* subscribe.wakeup.entries, at most subscribe.prefetch.entries */
     int64_t wakeup_wait_us;   /* subscribe.wakeup.wait.us */
     uint64_t since_sleep;     /* entries delivered since the consumer last slept */
@@ -114,6 +120,13 @@ struct varlog_subscription {
     uint64_t gap_answered;       /* the gap lookup that answered last (its gap_gen) */
     varlog_err_t gap_answer_err; /* and its result */
     varlog_subscription_stats_t stats;
+    /* What varlog_subscription_health reports, published by the consumer at each change. */
+    uint32_t h_down;       /* log streams in an outage */
+    int32_t h_ls;          /* the one in it longest */
+    int64_t h_since_ms;    /* since then */
+    int64_t h_end_ms;      /* the subscription ended then (0: running): down_ms stops */
+    uint64_t h_outages;    /* times h_down left 0 */
+    char h_last[256 + 32]; /* the latest failure, with its log stream */
 
     pthread_t thread;
     bool thread_started;
@@ -137,6 +150,34 @@ varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *vi
 
 /* Releases every stream and held message. Consumer only, or once no consumer is left. */
 void sub_release_streams(varlog_subscription_t *sub);
+
+/* Ends the subscription with err and a text, unless it ended already. Consumer only. */
+void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* subscribe_outage.c: outages of log streams, the bound on them, varlog_subscription_health */
+
+/* ls's stream broke, or could not be opened, with err at target (msg: the reason, may be
+ * ""): begins ls's outage unless it is in one, and ends the subscription (sub_fail) when the
+ * outage outlasted subscribe.retry.timeout.ms or the failures subscribe.retries. Returns
+ * whether it ended it; otherwise the caller reopens the stream. Consumer only. */
+bool sub_outage_failed(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err,
+                       const char *target, const char *msg);
+
+/* ls received an entry it had not sent before: progress, its outage (if any) ends. */
+void sub_outage_progress(varlog_subscription_t *sub, sub_ls_t *ls);
+
+/* The periodic look at a log stream in an outage: its stream stayed open long enough on a
+ * live connection (progress), or the outage outlasted subscribe.retry.timeout.ms while its
+ * stream, if any, had its chance (the subscription ends). Consumer only. */
+void sub_outage_check(varlog_subscription_t *sub, sub_ls_t *ls, int64_t now);
+
+/* The backoff delay before ls's next reopening, cut to what is left of its outage's bound so
+ * that the last attempt is made at the bound rather than before it. */
+int64_t sub_outage_delay_ns(const varlog_subscription_t *sub, const sub_ls_t *ls, int64_t delay_ns);
+
+/* The subscription ended (END or a failure): varlog_subscription_health's down_ms stops. */
+void sub_outage_ended(varlog_subscription_t *sub);
 
 /* subscribe.c */
 void sub_ref(varlog_subscription_t *sub);

@@ -17,10 +17,7 @@
 /* Longest pause between looks at the metadata (new log streams) and for stalled streams. */
 #define CHECK_INTERVAL_MAX_MS 250
 
-static void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)
+void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)
 {
     if (sub->result != VARLOG_OK)
         return;
@@ -29,6 +26,7 @@ static void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *f
     va_start(ap, fmt);
     vsnprintf(sub->why, sizeof(sub->why), fmt, ap);
     va_end(ap);
+    sub_outage_ended(sub);
 }
 
 /* Adds to a counter only the consumer writes. */
@@ -140,7 +138,8 @@ static void schedule_reopen(varlog_subscription_t *sub, sub_ls_t *ls)
     vq_retry_t policy = {.min_ns = c->conf->subscribe_retry_backoff_ms * 1000000,
                          .max_ns = c->conf->subscribe_retry_backoff_max_ms * 1000000,
                          .factor = 2.0};
-    int64_t delay = vq_backoff_ns(&policy, ls->failures ? ls->failures - 1 : 0, NULL);
+    int64_t delay = sub_outage_delay_ns(
+        sub, ls, vq_backoff_ns(&policy, ls->failures ? ls->failures - 1 : 0, NULL));
     sub_ref(sub);
     ls->retrying = true;
     varlog_err_t err = client_submit_lookup_retry(c, delay, r, retry_after, retry_release);
@@ -268,8 +267,9 @@ static void close_stream(sub_ls_t *ls)
 }
 
 /* ls's stream failed with err (or could not be opened): the subscription fails when the
- * failure is final (a trimmed range, a request the node refuses, too many failures in a
- * row), otherwise the stream is opened again, on the next replica, after a backoff. */
+ * failure is final (a trimmed range, a request the node refuses, an outage past its bound:
+ * subscribe_outage.c), otherwise the stream is opened again, on the next replica, after a
+ * backoff. */
 static void ls_failed(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err, const char *msg)
 {
     const char *target = ls->target ? ls->target : "?";
@@ -288,13 +288,7 @@ static void ls_failed(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err
                  "subscribe to log stream %d of topic %d at %s from %s %" PRIu64 ": %s%s%s",
                  ls->log_stream_id, sub->topic_id, target, pos_name(sub), sub->wanted,
                  varlog_err_str(err), msg[0] ? ": " : "", msg);
-    } else if (++ls->failures > (uint64_t)sub->c->conf->subscribe_retries) {
-        sub_fail(sub, err,
-                 "subscribe to log stream %d of topic %d: %u failures in a row (subscribe.retries "
-                 "%" PRId64 "); the last at %s: %s%s%s",
-                 ls->log_stream_id, sub->topic_id, ls->failures, sub->c->conf->subscribe_retries,
-                 target, varlog_err_str(err), msg[0] ? ": " : "", msg);
-    } else {
+    } else if (!sub_outage_failed(sub, ls, err, target, msg)) {
         log_line(&sub->c->log, VARLOG_LOG_INFO, VARLOG_LOG_CTX_SUBSCRIBE,
                  "subscribe to log stream %d of topic %d at %s failed (%u in a row): %s%s%s; "
                  "resubscribing from %s %" PRIu64,
@@ -380,6 +374,7 @@ static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t
         o.response = &varlog__snpb__subscribe_to_response__descriptor;
     }
     atomic_store_explicit(&ls->last_recv_ms, wire_now_ms(), memory_order_relaxed);
+    ls->opened_ms = wire_now_ms();
     varlog_err_t err = rpc_stream_open(c->rpc, ls->target, path, &o, req, out);
     if (err != VARLOG_OK) {
         *out = NULL;
@@ -453,7 +448,8 @@ static void pull(varlog_subscription_t *sub, sub_ls_t *ls)
         ls->last_pos = pos;
         if (pos > atomic_load_explicit(&sub->n_seen_max, memory_order_relaxed))
             atomic_store_explicit(&sub->n_seen_max, pos, memory_order_relaxed);
-        ls->failures = 0;
+        if (ls->failures || ls->down_since_ms)
+            sub_outage_progress(sub, ls);
         (void)tq_push(sub->heap, pos, (uintptr_t)ls); /* room for every log stream */
     }
 }
@@ -564,6 +560,8 @@ static void periodic_check(varlog_subscription_t *sub, int64_t now)
     if (sub->wanted < sub->end && all_read_sealed(sub, view))
         client_recheck_async(sub->c);
     md_view_unref(view);
+    for (size_t i = 0; i < sub->n_ls && sub->result == VARLOG_OK; i++)
+        sub_outage_check(sub, sub->ls[i], now);
     int64_t stall = sub->c->conf->subscribe_stall_timeout_ms;
     tq_item_t min;
     if (sub->order != SUB_BY_GLSN || stall <= 0 || sub->blocked_since_ms == 0 ||
@@ -688,8 +686,10 @@ static int64_t check_interval_ms(const varlog_subscription_t *sub)
 
 static void finish(varlog_subscription_t *sub)
 {
-    if (sub->result == VARLOG_OK)
+    if (sub->result == VARLOG_OK) {
         sub->result = VARLOG_ERR_END;
+        sub_outage_ended(sub);
+    }
     sub_release_streams(sub); /* a node may keep a stream open past the end: cancel */
 }
 

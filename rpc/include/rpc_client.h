@@ -193,4 +193,10 @@ size_t rpc_client_channel_count(rpc_client_t *c);
  * NULL. */
 uint64_t rpc_client_reconnects(rpc_client_t *c);
 
+/* Whether the cached channel to target is connected (READY) now; false when there is none
+ * or the client is closing. Only looks: it starts no connection. Does not block beyond the
+ * client's lock. A subscription asks it to tell a stream that waits quietly on a live
+ * connection from one still connecting to a node that does not answer. */
+bool rpc_client_target_ready(rpc_client_t *c, const char *target);
+
 #endif

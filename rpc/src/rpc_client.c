@@ -204,6 +204,24 @@ uint64_t rpc_client_reconnects(rpc_client_t *c)
     return n;
 }
 
+bool rpc_client_target_ready(rpc_client_t *c, const char *target)
+{
+    if (!c || !target)
+        return false;
+    bool ready = false;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_channels && !c->closing; i++) {
+        struct rpc_channel_entry *e = c->channels[i];
+        if (strcmp(e->target, target) == 0) {
+            channel_observe_locked(c, e);
+            ready = e->was_ready;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return ready;
+}
+
 grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target)
 {
     c->handed_out = NULL;

@@ -1,7 +1,8 @@
 /* Subscriptions under faults of the embedded server (issue 11): streams dropped mid-way and
  * opened again (the delivered sequence is still every GLSN once, in order), a server stop
- * and restart while tailing, failures past subscribe.retries (on_error exactly once, next
- * returns the error again and again), trimmed ranges (a real trim and an injected
+ * and restart while tailing, failures past subscribe.retries when set (on_error exactly
+ * once, next returns the error again and again; the time bound, subscribe.retry.timeout.ms,
+ * is test_subscribe_reconnect's), trimmed ranges (a real trim and an injected
  * OutOfRange with Varlog's details) for both orders.
  *
  * Handlers run on the subscription's thread, where a cmocka assertion cannot stop the test:
@@ -277,10 +278,10 @@ static bool resubscribed(void *arg)
 static void restart(bool iter)
 {
     long before = 50, after = 50;
-    /* retries enough to outlast the channel's reconnect delay */
+    /* subscribe.retry.timeout.ms (60 s) outlasts the channel's reconnect delay */
     t_start(2, before + after, "subscribe.retry.backoff.ms", "5", "subscribe.retry.backoff.max.ms",
-            "100", "subscribe.retries", "1000", "append.retries", "50", "append.retry.backoff.ms",
-            "5", "append.retry.backoff.max.ms", "100", NULL);
+            "100", "append.retries", "50", "append.retry.backoff.ms", "5",
+            "append.retry.backoff.max.ms", "100", NULL);
     stu_append_n(T.f.client, &T.log, 1, 0, before, 0, 1);
     open_sub(iter, 1, VARLOG_GLSN_MAX);
     receive_ok(iter, before);
@@ -313,9 +314,10 @@ static void test_restart_iter(void **state)
 
 /* ---- retries exhausted ------------------------------------------------------------------ */
 
-/* Every Subscribe call fails with UNAVAILABLE: after subscribe.retries reopenings the
- * subscription ends with that error, once (on_error) or for good (next), having opened the
- * log stream's stream 1 + retries times; nothing is delivered. */
+/* Every Subscribe call fails with UNAVAILABLE: after subscribe.retries reopenings (set; by
+ * default there is no count) the subscription ends with that error, once (on_error) or for
+ * good (next), having opened the log stream's stream 1 + retries times, and says which bound
+ * ended it; nothing is delivered. */
 static void retries_exhausted(bool iter)
 {
     t_start(1, 10, "subscribe.retries", "2", "subscribe.retry.backoff.ms", "1",
@@ -329,8 +331,8 @@ static void retries_exhausted(bool iter)
     varlog_err_t err = failure_of(iter, why, sizeof(why));
     if (err != VARLOG_ERR_RPC_UNAVAILABLE)
         fail_msg("failure %s (%s), expected RPC_UNAVAILABLE", varlog_err_name(err), why);
-    if (!why[0])
-        fail_msg("the failure has no text");
+    if (!strstr(why, "subscribe.retries 2") || !strstr(why, "injected unavailable"))
+        fail_msg("the failure \"%s\" does not name the bound and the last failure", why);
     assert_int_equal(varlog_server_call_count(T.f.srv, STU_PATH_SUBSCRIBE), 3);
     assert_int_equal(stu_sink_n(&T.sink), 0);
     print_message("    %s: %s\n", varlog_err_name(err), why);

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conf_internal.h"
@@ -57,7 +58,8 @@ static const struct prop_case cases[] = {
     {"subscribe.prefetch.entries", "256", "1", "many", "0", "1000001", "[1, 1000000]"},
     {"subscribe.prefetch.bytes", "4194304", "0", "4MiB", "-1", "9223372036854775808",
      "[0, 9223372036854775807]"},
-    {"subscribe.retries", "10", "1000000", "ten", "-1", "1000001", "[0, 1000000]"},
+    {"subscribe.retry.timeout.ms", "60000", "-1", "1m", "-2", "86400001", "[-1, 86400000]"},
+    {"subscribe.retries", "-1", "10", "ten", "-2", "1000001", "[-1, 1000000]"},
     {"subscribe.retry.backoff.ms", "50", "1", "50ms", "0", "60001", "[1, 60000]"},
     {"subscribe.retry.backoff.max.ms", "2000", "600000", "2s", "0", "600001", "[1, 600000]"},
     {"subscribe.stall.timeout.ms", "5000", "0", "5s", "-1", "3600001", "[0, 3600000]"},
@@ -204,6 +206,23 @@ static void test_defaults(void **state)
     assert_non_null(conf);
     for (size_t i = 0; i < N_CASES; i++)
         assert_string_equal(get(conf, cases[i].name), cases[i].def);
+    varlog_conf_destroy(conf);
+}
+
+/* A subscription rides out at least what the appender does: its CONFIGURATION.md row says
+ * so, and a reader that gave up first could not read back what the writers delivered once
+ * the node is back. */
+static void test_subscribe_outlasts_appender(void **state)
+{
+    (void)state;
+    varlog_conf_t *conf = varlog_conf_new();
+    assert_non_null(conf);
+    long long sub = atoll(get(conf, "subscribe.retry.timeout.ms"));
+    long long app = atoll(get(conf, "appender.delivery.timeout.ms"));
+    if (sub < app)
+        fail_msg("subscribe.retry.timeout.ms %lld is shorter than appender.delivery.timeout.ms "
+                 "%lld",
+                 sub, app);
     varlog_conf_destroy(conf);
 }
 
@@ -808,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_property_name_iterates_the_table),
         cmocka_unit_test(test_table_rows_are_complete),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_subscribe_outlasts_appender),
         cmocka_unit_test(test_good_values_round_trip),
         cmocka_unit_test(test_range_bounds_are_accepted),
         cmocka_unit_test(test_wrong_type_is_refused),

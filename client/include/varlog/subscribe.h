@@ -33,10 +33,26 @@
  * delivered, after a jittered backoff (subscribe.retry.backoff.ms doubling up to
  * subscribe.retry.backoff.max.ms) taken on the client's engine with a metadata lookup; one
  * that stays silent for subscribe.stall.timeout.ms while another log stream shows the
- * wanted GLSN exists is treated as broken. Entries a new stream repeats are dropped. A log
- * stream that fails subscribe.retries times in a row without delivering an entry ends the
- * subscription with its last error. A range that begins in a trimmed prefix ends it with
- * VARLOG_ERR_TRIMMED. Sealed log streams are read normally (their entries stay).
+ * wanted GLSN exists is treated as broken. Entries a new stream repeats are dropped.
+ * How long it waits: the failure begins an outage of the log stream, which lasts until it
+ * makes progress: an entry received that it had not sent before, or a stream that stayed
+ * open for 1 s over a connection that is up while the subscription was not waiting for an
+ * entry from it (the tail of an idle topic). A log stream in an outage for
+ * subscribe.retry.timeout.ms (60 s by default, twice appender.delivery.timeout.ms; -1: for
+ * ever) ends the subscription with its last error, at the bound or once the stream opened
+ * last had 1 s to show progress, whichever is later; so does its failure number
+ * subscribe.retries + 1 in a row when subscribe.retries is set (-1 by default: no count).
+ * The text names the bound and the last failure (log stream, address, reason).
+ * varlog_subscription_health tells whether the subscription is reconnecting.
+ * A range that begins in a trimmed prefix ends it with VARLOG_ERR_TRIMMED; a node's
+ * OutOfRange or InvalidArgument answer ends it at once. Sealed log streams are read normally
+ * (their entries stay).
+ * What ends a subscription, and where it is reported: on_end / END when the range is
+ * complete; on_error / the error from varlog_subscription_next for a failure (TRIMMED,
+ * RPC_* from the bound above, RPC_OUT_OF_RANGE, RPC_INVALID_ARGUMENT, DECODE, NOMEM,
+ * UNKNOWN_LOG_STREAM, CLOSED when the client is closing); varlog_subscription_close
+ * (nothing reported). Handler form: on the subscription's thread; iterator form: on the
+ * caller of varlog_subscription_next.
  *
  * Threads and locks: handlers run one at a time on the subscription's thread, never on
  * gRPC's threads and never with a library lock held; they may call any function of the
@@ -132,11 +148,12 @@ VARLOG_API varlog_err_t varlog_subscribe_to_iter(varlog_client_t *client, int32_
  * Iterator form: the next entry into *entry (its bytes valid until the next call of this or
  * varlog_subscription_close), waiting up to timeout_ms (-1 = for ever, 0 = only what is
  * buffered). Returns OK; TIMED_OUT (call again); END once the range is complete; or the
- * subscription's failure (TRIMMED, RPC_*, DECODE, NOMEM, the error of the log stream that
- * failed subscribe.retries times; text in varlog_last_error()), returned again by every
- * later call; CLOSED when varlog_subscription_close began on another thread. INVALID_ARG
- * (NULL, timeout_ms below -1), STATE on a handler-form subscription. One caller at a time; another
- * thread may close the subscription meanwhile, which wakes the caller.
+ * subscription's failure (TRIMMED, RPC_*, DECODE, NOMEM, UNKNOWN_LOG_STREAM: the last error
+ * of a log stream without progress for subscribe.retry.timeout.ms; text in
+ * varlog_last_error()), returned again by every later call; CLOSED when varlog_subscription_close
+ * began on another thread. INVALID_ARG (NULL, timeout_ms below -1), STATE on a handler-form
+ * subscription. One caller at a time; another thread may close the subscription meanwhile, which
+ * wakes the caller.
  */
 VARLOG_API varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeout_ms,
                                                  varlog_entry_t *entry);
@@ -156,6 +173,33 @@ typedef struct varlog_subscription_stats {
  * is valid. Errors: INVALID_ARG (NULL). */
 VARLOG_API varlog_err_t varlog_subscription_stats(varlog_subscription_t *sub,
                                                   varlog_subscription_stats_t *out);
+
+/* Whether a subscription is reconnecting, for an application to say so (varlog-cli
+ * subscribe prints one line when an outage begins and one when it is over). A log stream is
+ * in an outage from the failure of its stream until it makes progress (see "Failures"
+ * above); the subscription is reconnecting while any of its log streams is. */
+typedef struct varlog_subscription_health {
+    bool reconnecting;         /* some log stream is in an outage */
+    uint32_t log_streams_down; /* how many */
+    int32_t log_stream_id;     /* the one in an outage longest; 0 when none */
+    int64_t down_ms;           /* for how long (0 when none); stops growing once the
+                                * subscription ended */
+    int64_t timeout_ms;        /* subscribe.retry.timeout.ms: down_ms at which the
+                                * subscription ends; -1 for ever */
+    uint64_t outages;          /* times the subscription began reconnecting: a change tells
+                                * a poller of an outage begun (and maybe over) since */
+    char last_failure[288];    /* the latest failure of a stream: "log stream L at ADDR:
+                                * what failed: reason" (varlog_err_str and the node's
+                                * reason); "" before the first */
+} varlog_subscription_health_t;
+
+/* Copies the subscription's health into *out, as its consumer last saw it: the subscription's
+ * thread (handler form) or the caller of varlog_subscription_next (iterator form, which
+ * notices failures only while a call runs). Does not block (a brief lock). Any thread while
+ * the handle is valid, also after the subscription ended or the client was destroyed.
+ * Errors: INVALID_ARG (NULL). */
+VARLOG_API varlog_err_t varlog_subscription_health(varlog_subscription_t *sub,
+                                                   varlog_subscription_health_t *out);
 
 /*
  * Ends the subscription, releases *sub and sets it to NULL; accepts NULL and *sub NULL.
