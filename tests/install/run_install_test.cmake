@@ -1,5 +1,6 @@
 # cmake -P script: install BUILD_DIR into WORK_DIR/prefix, then build and run the consumer
-# with find_package and with pkg-config; or, given EXAMPLES_DIR instead of CONSUMER_DIR,
+# with find_package and with pkg-config (README's rpath recipe: the RUNPATH it gives, and the
+# programs run with the .pc files removed); or, given EXAMPLES_DIR instead of CONSUMER_DIR,
 # build examples/ both ways and run its producer and consumer against the installed
 # varlog-server (RUN_EXAMPLES: the script that does it). Fails on the first step that fails.
 function(run)
@@ -97,3 +98,32 @@ run(${C_COMPILER} -std=c11 -Wall -Werror ${CONSUMER_DIR}/server_consumer.c -o
     ${WORK_DIR}/server_consumer-pc ${server_flags} -Wl,-rpath,${pc_libdir})
 run(${WORK_DIR}/server_consumer-pc)
 message(STATUS "pkg-config server_consumer: ${LAST_OUTPUT}")
+
+# README's rpath recipe gives the normalized <prefix>/lib, as the CMake package's target does:
+# a prefix relative to the .pc file embedded "<prefix>/lib/pkgconfig/../..//lib", which
+# stops resolving once the .pc files are gone (issue 23).
+cmake_path(NORMAL_PATH lib_dir OUTPUT_VARIABLE want_libdir)
+string(REGEX REPLACE "/+$" "" want_libdir "${want_libdir}")
+foreach(pc libvarlog libvarlog_server)
+    run(pkg-config --variable=libdir ${pc})
+    string(STRIP "${LAST_OUTPUT}" got)
+    if(NOT got STREQUAL want_libdir)
+        message(FATAL_ERROR "pkg-config --variable=libdir ${pc} gives '${got}', not '${want_libdir}'")
+    endif()
+endforeach()
+foreach(program consumer-pc server_consumer-pc)
+    run(readelf -d ${WORK_DIR}/${program})
+    if(NOT LAST_OUTPUT MATCHES "Library runpath: \\[([^]\n]*)\\]")
+        message(FATAL_ERROR "${program} has no RUNPATH:\n${LAST_OUTPUT}")
+    endif()
+    if(NOT CMAKE_MATCH_1 STREQUAL want_libdir)
+        message(FATAL_ERROR "${program}'s RUNPATH is '${CMAKE_MATCH_1}', not '${want_libdir}'")
+    endif()
+    message(STATUS "${program}: RUNPATH ${CMAKE_MATCH_1}")
+endforeach()
+# ... and the programs start, and work, with the .pc files gone (deployed without them).
+file(REMOVE_RECURSE ${pc_dir})
+run(${WORK_DIR}/consumer-pc)
+message(STATUS "pkg-config consumer, .pc files removed: ${LAST_OUTPUT}")
+run(${WORK_DIR}/server_consumer-pc)
+message(STATUS "pkg-config server_consumer, .pc files removed: ${LAST_OUTPUT}")
