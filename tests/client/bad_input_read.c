@@ -91,6 +91,13 @@ ROW(sub_stats_null)
     return rc == varlog_subscription_stats(e->iter, NULL) ? rc
                                                           : bi_broken("NULL out answered apart");
 }
+ROW(sub_health_null)
+{
+    varlog_subscription_health_t h;
+    varlog_err_t rc = varlog_subscription_health(NULL, &h);
+    return rc == varlog_subscription_health(e->iter, NULL) ? rc
+                                                           : bi_broken("NULL out answered apart");
+}
 ROW(sub_close_null)
 {
     (void)e;
@@ -160,6 +167,11 @@ ROW(after_sub_stats)
     varlog_subscription_stats_t st;
     return varlog_subscription_stats(e->iter, &st);
 }
+ROW(after_sub_health)
+{
+    varlog_subscription_health_t h;
+    return varlog_subscription_health(e->iter, &h);
+}
 /* Frees what the client's destroy left (the valgrind copy sees a leak otherwise), twice. */
 ROW(after_sub_close)
 {
@@ -210,6 +222,7 @@ static const bi_row_t read_rows[] = {
       "no entry within 0 ms", next_nothing_yet),
     R(varlog_subscription_next, "timeout -2", INVAL, "timeout_ms -2", next_below),
     R(varlog_subscription_stats, "NULL sub, NULL out", INVAL, "is NULL", sub_stats_null),
+    R(varlog_subscription_health, "NULL sub, NULL out", INVAL, "is NULL", sub_health_null),
     R(varlog_subscription_close, "twice", OK, OK, sub_close_twice),
     R(varlog_peek, "NULL first", INVAL, "first is NULL", peek_null_first),
     R(varlog_peek, "NULL last", INVAL, "last is NULL", peek_null_last),
@@ -250,6 +263,7 @@ static const bi_row_t read_after_rows[] = {
     R(varlog_subscription_next, "client destroyed, handler form", VARLOG_ERR_STATE, "handlers",
       after_next_handler),
     R(varlog_subscription_stats, "client destroyed", OK, OK, after_sub_stats),
+    R(varlog_subscription_health, "client destroyed", OK, OK, after_sub_health),
     R(varlog_subscription_close, "client destroyed, then twice", OK, OK, after_sub_close),
 };
 const bi_table_t bi_read_after_rows = {read_after_rows,
