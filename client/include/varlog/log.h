@@ -3,10 +3,10 @@
 
 /*
  * Logging. Each line has a syslog-like level and one context tag saying which part of the
- * library wrote it. Lines at or above the configured `log.level` (default "info") are
- * emitted; DEBUG lines only for the contexts listed in the `debug` property (which also
- * lowers the level to DEBUG for those contexts). Without a callback, lines go to stderr as
- * "varlog LEVEL [context] message".
+ * library wrote it. Lines at or above the configured `log.level` (default "warning": a
+ * healthy run is silent) are emitted; DEBUG lines only for the contexts listed in the
+ * `debug` property (which also lowers the level to DEBUG for those contexts). Without a
+ * callback, lines go to stderr as "varlog LEVEL [context] message".
  */
 #include "varlog/export.h"
 
