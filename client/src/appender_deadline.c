@@ -16,10 +16,12 @@ void app_batch_fail_expired(app_batch_t *b, const char *what, const char *last)
 {
     const varlog_appender_t *app = b->app;
     bool tried = last && last[0];
+    bool where = what && what[0];
     app_batch_fail(b, VARLOG_ERR_TIMED_OUT,
-                   "appender.delivery.timeout.ms (%" PRId64 " ms) passed %s after %u attempt%s%s%s",
-                   app->delivery_timeout_ms, what, b->attempts, b->attempts == 1 ? "" : "s",
-                   tried ? "; the last: " : "", tried ? last : "");
+                   "appender.delivery.timeout.ms (%" PRId64
+                   " ms) passed%s%s after %u attempt%s%s%s",
+                   app->delivery_timeout_ms, where ? " " : "", where ? what : "", b->attempts,
+                   b->attempts == 1 ? "" : "s", tried ? "; the last: " : "", tried ? last : "");
 }
 
 /* The batch's text of its last failed attempt, before it is overwritten. */

@@ -121,6 +121,59 @@ static varlog_err_t retry_submit(varlog_appender_t *app, app_lane_t *lane, batch
 
 /* ---- a stream's end ------------------------------------------------------------------------ */
 
+/* A batch on a stream the thread cancelled because a batch on it reached its delivery
+ * deadline: the client ended the attempt, not the node, so nothing here implicates the log
+ * stream. The batch whose deadline passed fails TIMED_OUT; one whose deadline has not goes
+ * back to the ready list (in front of newer ones, by its order) while it may be sent again,
+ * and otherwise fails with a text naming the deadline that ended its stream. */
+static void settle_cancelled_at_deadline(app_thread_state_t *ts, app_lane_t *lane, app_batch_t *b,
+                                         bool maybe_sent, int64_t now, const char *where,
+                                         batch_list_t *again)
+{
+    varlog_appender_t *app = ts->app;
+    b->maybe |= maybe_sent;
+    if (app_batch_expired(b, now)) {
+        app_batch_fail_expired(b, where, "the stream was cancelled at the delivery deadline");
+        blist_push(&ts->settled, b);
+        return;
+    }
+    char head[160];
+    snprintf(head, sizeof(head),
+             "append of %" PRIu32 " records to log stream %d of topic %d at %s (attempt %u)",
+             b->n_records, lane->ls, app->topic_id, lane->target ? lane->target : "?", b->attempts);
+    const char *why = "cancelled by the appender when another batch on the stream reached "
+                      "appender.delivery.timeout.ms";
+    bool retry_ok = !b->maybe || app->retry_maybe;
+    if (b->attempts < app->max_attempts && retry_ok) {
+        snprintf(b->errtext, sizeof(b->errtext), "%s: %s", head, why);
+        b->err = VARLOG_ERR_RPC_CANCELLED;
+        blist_push(again, b);
+        return;
+    }
+    app_batch_fail(b, VARLOG_ERR_RPC_CANCELLED,
+                   "%s: %s (this batch had %" PRId64 " ms left); not sent again: %s", head, why,
+                   b->deadline_ms - now,
+                   retry_ok ? "its append.retries are used up"
+                            : "it may be stored (append.retry.maybe.appended is false)");
+    blist_push(&ts->settled, b);
+}
+
+/* Batches the node did not refuse, back to the ready list without a backoff. */
+static void requeue(varlog_appender_t *app, batch_list_t *again)
+{
+    if (!again->head)
+        return;
+    size_t n = again->n;
+    pthread_mutex_lock(&app->mu);
+    for (app_batch_t *b = again->head; b; b = b->next)
+        b->state = SLOT_READY;
+    blist_merge(&app->ready, again);
+    *again = (batch_list_t){0};
+    app->stats.batches_retried += n;
+    pthread_mutex_unlock(&app->mu);
+    atomic_fetch_add_explicit(&app->c->cstats.retries, n, memory_order_relaxed);
+}
+
 /* Settles or retries every batch still on lane's stream, then drops the stream. err and
  * msg are the stream's end (its final status, or a local failure). */
 void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err, const char *msg)
@@ -132,7 +185,15 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     bool timed_out = lane->st.cancel == APP_CANCEL_ATTEMPT;
     if (timed_out && !closing)
         err = VARLOG_ERR_RPC_DEADLINE_EXCEEDED;
+    /* Our own cancel at a delivery deadline ended the stream (a failure of its own that ended
+     * it first is judged as any other). */
+    bool at_deadline =
+        lane->st.cancel == APP_CANCEL_DELIVERY && err == VARLOG_ERR_RPC_CANCELLED && !closing;
     int64_t now = wire_now_ms();
+    char where[160];
+    snprintf(where, sizeof(where),
+             "while the batch was in flight to log stream %d of topic %d at %s", lane->ls,
+             app->topic_id, lane->target ? lane->target : "?");
     /* Nothing reached the node and a batch has no attempt left: the log stream is
      * unreachable. Every batch on the stream then gives up with it, so that none older is
      * retried while a newer one fails (callbacks keep call order per log stream), and those
@@ -141,7 +202,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     for (const app_batch_t *x = lane->inflight.head; x && !closing; x = x->next)
         unreachable |= err == VARLOG_ERR_RPC_UNAVAILABLE && sent <= lane->st.answered &&
                        x->attempts >= app->max_attempts;
-    batch_list_t retry = {0};
+    batch_list_t retry = {0}, again = {0};
     bool deny = false;
     size_t i = 0;
     uint64_t left_records = 0, left_bytes = 0;
@@ -151,6 +212,10 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
         left_records += b->n_records;
         left_bytes += b->bytes;
         bool maybe_sent = lane->st.answered + i++ < sent;
+        if (at_deadline) {
+            settle_cancelled_at_deadline(ts, lane, b, maybe_sent, now, where, &again);
+            continue;
+        }
         append_verdict_t v = append_classify(err, msg, maybe_sent, closing, false);
         b->maybe |= v.ambiguous;
         deny |= v.deny;
@@ -162,9 +227,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                  b->attempts, varlog_err_str(err), msg[0] ? ": " : "", msg,
                  timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
         if (!closing && app_batch_expired(b, now)) {
-            app_batch_fail_expired(
-                b, lane->st.cancel == APP_CANCEL_DELIVERY ? "while the batch was in flight" : "",
-                text);
+            app_batch_fail_expired(b, where, text);
             blist_push(&ts->settled, b);
         } else if (!closing && !unreachable && v.retriable && b->attempts < app->max_attempts &&
                    (!b->maybe || app->retry_maybe)) {
@@ -183,8 +246,11 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     atomic_fetch_sub_explicit(&app->inflight_bytes, left_bytes, memory_order_relaxed);
     /* Destroyed last: msg may be the stream's status text. */
     rpc_stream_t *ended = app_lane_drop_stream(lane);
-    lane->failures++;
-    lane->reopen_ms = wire_now_ms() + backoff_ns(app, lane->failures) / 1000000;
+    requeue(app, &again);
+    if (!at_deadline) { /* our own cancel is no failure of the log stream's: no backoff */
+        lane->failures++;
+        lane->reopen_ms = wire_now_ms() + backoff_ns(app, lane->failures) / 1000000;
+    }
     int64_t ttl = c->conf->append_deny_ttl_ms;
     if (deny && !closing && ttl > 0 &&
         allowlist_deny(&c->allow, app->topic_id, lane->ls, wire_now_ms() + ttl)) {

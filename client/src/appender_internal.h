@@ -66,7 +66,7 @@ typedef struct app_batch {
     bool maybe; /* an earlier attempt may have stored it */
     varlog_err_t err;
     varlog_outcome_t outcome;
-    char errtext[320];
+    char errtext[400];
 } app_batch_t;
 
 typedef struct batch_list {
@@ -223,8 +223,9 @@ void app_body_released(void *batch);
 /* ---- appender_deadline.c ---- */
 /* Whether b's delivery deadline (appender.delivery.timeout.ms after its first call) passed. */
 bool app_batch_expired(const app_batch_t *b, int64_t now_ms);
-/* Settles b with TIMED_OUT and a text naming the deadline, what it was doing (e.g. "while the
- * batch was in flight") and, if given, its last attempt's failure. */
+/* Settles b with TIMED_OUT and a text naming the deadline, where the batch was (e.g. "while
+ * the batch was in flight to log stream 1 of topic 1 at host:port") and, if given, its last
+ * attempt's failure. */
 void app_batch_fail_expired(app_batch_t *b, const char *what, const char *last);
 /* With mu: fails the ready and open batches whose deadline passed into ts->settled; returns
  * the next deadline among those left (INT64_MAX: none). */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -25,6 +26,11 @@ typedef struct tcall {
     call_t c; /* first: track_cb's opaque */
     atomic_llong at_ms;
     char text[512];
+    /* Optional: runs in the callback, on the appender's thread, before it is tracked. */
+    void (*hook)(struct tcall *tc);
+    void *hook_arg;
+    struct tcall *other; /* the call the hook waits for */
+    int64_t due_ms;      /* test clock: when the call's delivery deadline passes */
 } tcall_t;
 
 static void timed_cb(const varlog_append_result_t *r, void *opaque)
@@ -32,6 +38,8 @@ static void timed_cb(const varlog_append_result_t *r, void *opaque)
     tcall_t *tc = opaque;
     snprintf(tc->text, sizeof(tc->text), "%s", r->errtext ? r->errtext : "");
     atomic_store(&tc->at_ms, test_now_ms());
+    if (tc->hook)
+        tc->hook(tc);
     track(g_tracker, &tc->c, r);
 }
 
@@ -196,12 +204,183 @@ static void test_unreachable_fails_waiting_batches_together(void **state)
     free(t);
 }
 
+/* ---- the appender's own deadlines (issue 24, sections 2 and 3) ---------------------------- */
+
+/* The unit of time: slowed builds (valgrind, TSan) may not even send a batch in 100 ms. */
+static int64_t unit_ms(void)
+{
+    return test_under_valgrind() || test_under_tsan() ? 1000 : 100;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    if (ms > 0)
+        nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000}, NULL);
+}
+
+/* Appends one call. */
+static void append_call(varlog_appender_t *app, tcall_t *t)
+{
+    varlog_record_t one = cf_record("0123456789abcdef");
+    varlog_err_t rc = varlog_appender_append(app, &one, 1, 0, timed_cb, t);
+    if (rc != VARLOG_OK)
+        fail_msg("append %ld: %s: %s", t->c.seq, varlog_err_name(rc), varlog_last_error());
+}
+
+/* Batch A goes out to a node that delays its answers far beyond the delivery timeout (5
+ * units); batch B follows 2 units later on the same stream. A's deadline cancels the stream.
+ * Returns when both have their callback; *t0 is A's append time, *t1 B's. */
+static void expire_ahead_of_younger(fixture_t *x, tcall_t *t, int64_t *t0, int64_t *t1)
+{
+    int64_t u = unit_ms();
+    assert_int_equal(varlog_server_delay(x->f.srv, CF_PATH_APPEND, 50 * u), VARLOG_OK);
+    *t0 = test_now_ms();
+    append_call(x->app, &t[0]);
+    cf_count_wait_t w = {x->f.srv, CF_PATH_APPEND, 0};
+    assert_true(test_wait_until(cf_call_count_above, &w, cf_wait_bound_ms()));
+    sleep_ms(*t0 + 2 * u - test_now_ms()); /* B's deadline comes well after A's */
+    *t1 = test_now_ms();
+    append_call(x->app, &t[1]);
+    await_callbacks(x, 2, 5 * u + 2 * u + cf_wait_bound_ms());
+}
+
+static void start_own_deadline(fixture_t *x, const char *retry_maybe)
+{
+    char dt[32];
+    snprintf(dt, sizeof(dt), "%lld", (long long)(5 * unit_ms()));
+    /* Topic mode: a denial would show in the appendable log streams of the topic. */
+    fx_start(x, 1, 0, "appender.delivery.timeout.ms", dt, "append.retry.maybe.appended",
+             retry_maybe, "appender.batch.max.records", "1", "appender.linger.ms", "0", NULL);
+}
+
+/* No denial: the node was slower than the caller's bound, which says nothing about it. */
+static void assert_not_denied(fixture_t *x)
+{
+    int32_t ids[4] = {0};
+    size_t n = cf_appendable(x->f.client, 1, ids, 4);
+    uint64_t denials = cf_stats(x->f.client).denials;
+    print_message("    denials %llu, appendable log streams %zu\n", (unsigned long long)denials, n);
+    assert_int_equal(denials, 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 1);
+}
+
+/* A batch in flight reaches its delivery deadline: TIMED_OUT with a text that says the
+ * stream was cancelled at that deadline (not "rpc cancelled" as if someone else had), the
+ * log stream is not denied, and the batch behind it, which cannot be sent again without
+ * risking a duplicate (append.retry.maybe.appended false), fails with a text naming the
+ * other batch's deadline as the cause. */
+static void test_own_deadline_denies_nothing(void **state)
+{
+    (void)state;
+    fixture_t x;
+    start_own_deadline(&x, "false");
+    tcall_t *t = tcalls_new(2);
+    int64_t t0, t1;
+    expire_ahead_of_younger(&x, t, &t0, &t1);
+    print_message("    A after %lld ms: %s\n    B after %lld ms: %s\n",
+                  (long long)(atomic_load(&t[0].at_ms) - t0), t[0].text,
+                  (long long)(atomic_load(&t[1].at_ms) - t1), t[1].text);
+    assert_int_equal(t[0].c.err, VARLOG_ERR_TIMED_OUT);
+    assert_int_equal(t[0].c.outcome, VARLOG_MAYBE_APPENDED);
+    assert_non_null(strstr(t[0].text, "the stream was cancelled at the delivery deadline"));
+    assert_null(strstr(t[0].text, "rpc cancelled"));
+    /* B was sent: it may be stored, so it is not sent again; its text says why it ended. */
+    assert_int_equal(t[1].c.outcome, VARLOG_MAYBE_APPENDED);
+    assert_non_null(
+        strstr(t[1].text, "another batch on the stream reached appender.delivery.timeout.ms"));
+    assert_non_null(strstr(t[1].text, "append.retry.maybe.appended"));
+    assert_not_denied(&x);
+    fx_stop(&x);
+    free(t);
+}
+
+/* A's callback: the node answers at once from now on (B's next attempt is sent after it). */
+static void node_recovers(tcall_t *tc)
+{
+    fixture_t *x = tc->hook_arg;
+    if (varlog_server_delay(x->f.srv, CF_PATH_APPEND, 0) != VARLOG_OK)
+        atu_note_bad("varlog_server_delay failed");
+}
+
+/* The same with append.retry.maybe.appended true: the batch behind the expired one is sent
+ * again within its own deadline (the client gave it up, the node did not refuse it) and
+ * stored, and nothing is denied. */
+static void test_younger_batch_not_failed_early(void **state)
+{
+    (void)state;
+    fixture_t x;
+    start_own_deadline(&x, "true");
+    tcall_t *t = tcalls_new(2);
+    t[0].hook = node_recovers;
+    t[0].hook_arg = &x;
+    int64_t t0, t1;
+    expire_ahead_of_younger(&x, t, &t0, &t1);
+    int64_t at_b = atomic_load(&t[1].at_ms) - t1;
+    print_message("    A after %lld ms: %s\n    B after %lld ms: %s\n",
+                  (long long)(atomic_load(&t[0].at_ms) - t0), t[0].text, (long long)at_b,
+                  t[1].text);
+    assert_int_equal(t[0].c.err, VARLOG_ERR_TIMED_OUT);
+    if (t[1].c.err != VARLOG_OK)
+        fail_msg("B: %s, %s after %lld ms: %s", varlog_err_name(t[1].c.err),
+                 varlog_outcome_name(t[1].c.outcome), (long long)at_b, t[1].text);
+    assert_true(app_stats(x.app).batches_retried >= 1);
+    assert_not_denied(&x);
+    fx_stop(&x);
+    free(t);
+}
+
+/* X's callback: the node goes away (Y, behind X, ends UNAVAILABLE), and the callback takes
+ * until Y's deadline has passed, so that Y's stream failure, not its deadline, settles it. */
+static void stop_and_outlast(tcall_t *tc)
+{
+    fixture_t *x = tc->hook_arg;
+    if (varlog_server_stop(x->f.srv) != VARLOG_OK)
+        atu_note_bad("varlog_server_stop failed");
+    sleep_ms(tc->other->due_ms - test_now_ms() + 20);
+}
+
+/* A batch whose deadline passed and that a stream failure (not its deadline) settles: the
+ * TIMED_OUT text says where the batch was and what failed, in words (issue 24, section 3:
+ * it read "passed  after 1 attempt"). */
+static void test_expired_by_stream_failure_says_where(void **state)
+{
+    (void)state;
+    int64_t u = unit_ms();
+    char dt[32];
+    snprintf(dt, sizeof(dt), "%lld", (long long)(3 * u));
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.delivery.timeout.ms", dt, "appender.batch.max.records", "1",
+             "appender.linger.ms", "0", NULL);
+    /* X is answered after 1 unit, Y (read after X's answer) would be after 2. */
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, u), VARLOG_OK);
+    tcall_t *t = tcalls_new(2);
+    t[0].hook = stop_and_outlast;
+    t[0].hook_arg = &x;
+    t[0].other = &t[1];
+    append_call(x.app, &t[0]);
+    t[1].due_ms = test_now_ms() + 3 * u;
+    append_call(x.app, &t[1]);
+    await_callbacks(&x, 2, 3 * u + cf_wait_bound_ms());
+    print_message("    X: %s\n    Y: %s\n", varlog_err_name(t[0].c.err), t[1].text);
+    assert_int_equal(t[0].c.err, VARLOG_OK);
+    assert_int_equal(t[1].c.err, VARLOG_ERR_TIMED_OUT);
+    assert_null(strstr(t[1].text, "  "));
+    assert_non_null(strstr(t[1].text, "while the batch was in flight to log stream 1 of topic 1"));
+    assert_non_null(strstr(t[1].text, "unavailable"));
+    fx_stop(&x);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stalled_node_times_out),
         cmocka_unit_test(test_dead_server_bounded_by_delivery_timeout),
         cmocka_unit_test(test_unreachable_fails_waiting_batches_together),
+        cmocka_unit_test(test_own_deadline_denies_nothing),
+        cmocka_unit_test(test_younger_batch_not_failed_early),
+        cmocka_unit_test(test_expired_by_stream_failure_says_where),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,7 +58,13 @@
  * blocks delays it). A batch still waiting then, to be sent, to be sent again after a
  * backoff or for its answer, fails with TIMED_OUT (MAYBE_APPENDED if an attempt may have
  * stored it; a batch in flight is given up by ending its stream) and a text naming the
- * deadline and its last attempt's failure.
+ * deadline, where the batch was and its last attempt's failure ("the stream was cancelled
+ * at the delivery deadline" when that ended it). A deadline of the appender's own never
+ * denies the log stream, and the other batches on a stream it ended are not counted as the
+ * log stream's failures: each is sent again at once, within its own deadline, when it
+ * certainly was not stored or append.retry.maybe.appended is true (and it has attempts
+ * left), and otherwise fails with RPC_CANCELLED (MAYBE_APPENDED) and a text naming the
+ * other batch's delivery deadline as the cause.
  *
  * An unreachable log stream: when a batch has used its attempts without reaching the node
  * (connection refused, no route), every batch waiting to be sent to that log stream fails

@@ -136,10 +136,10 @@ VARLOG_API varlog_err_t varlog_client_appendable_log_streams(varlog_client_t *cl
  * refreshes its metadata; concurrent retries share that lookup (`lookup.batch.size`). A log
  * stream that fails for reasons of its own (sealed, unreachable, unknown to its node, not
  * answering within `append.attempt.timeout.ms`) is denied for `append.deny.ttl.ms` and the
- * retry picks another; a call's own timeout or the client's closing never denies a log
- * stream. A denial ends early when an append to the log stream succeeds or a new metadata
- * version shows it unsealed with a primary; when every unsealed log stream is denied, the
- * one whose denial ends first is tried.
+ * retry picks another; a call's own timeout (or a pipelined appender's
+ * appender.delivery.timeout.ms) or the client's closing never denies a log stream. A denial ends
+ * early when an append to the log stream succeeds or a new metadata version shows it unsealed with
+ * a primary; when every unsealed log stream is denied, the one whose denial ends first is tried.
  *
  * Ownership: records and their bytes are borrowed for the call. metas (optional, n entries)
  * receives each record's position on success; outcome (optional) receives what is known
