@@ -9,6 +9,14 @@
 
 #include "cli.h"
 
+/* What both helps say of outages (the library's subscribe.retry.timeout.ms, issue 23). */
+#define RECONNECT_HELP                                                                             \
+    "  While a storage node is down or restarting the subscription keeps reconnecting,\n"          \
+    "  with one line on stderr when it starts and one when it is back. A tail (no\n"               \
+    "  --end, no --count) waits for ever; a range gives up after 60 s without\n"                   \
+    "  progress. -X subscribe.retry.timeout.ms=MS sets that bound for either\n"                    \
+    "  (-1: for ever).\n"
+
 static void usage(FILE *out, const cli_ctx_t *ctx)
 {
     fprintf(out,
@@ -24,7 +32,7 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             "  --count            print only the number of entries read (with a progress\n"
             "                     line on stderr when it is a terminal)\n"
             "  --limit N          stop after N entries\n"
-            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n"
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n" RECONNECT_HELP
             "  Exit status 130 when Ctrl-C cuts a range (--end, --count) or --limit short\n"
             "  (stderr says after how many entries; --count prints no count); 0 when it stops\n"
             "  a tail without end.\n",
@@ -49,7 +57,7 @@ static void usage_to(FILE *out, const cli_ctx_t *ctx)
             "  --count            print only the number of entries read (with a progress\n"
             "                     line on stderr when it is a terminal)\n"
             "  --limit N          stop after N entries\n"
-            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n"
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n" RECONNECT_HELP
             "  Exit status 130 when Ctrl-C cuts a range (--end, --count) or --limit short\n"
             "  (stderr says after how many entries; --count prints no count); 0 when it stops\n"
             "  a tail without end.\n",
@@ -99,9 +107,58 @@ static void progress_draw(progress_t *pr, uint64_t n, uint64_t now)
     pr->drawn = true;
 }
 
+/* One stderr line when the subscription starts reconnecting and one when it is back, from
+ * varlog_subscription_health looked at every RECONNECT_LOOK_MS (a tail that rides out a
+ * node restart says so rather than going silent). An outage begun and over between two
+ * looks is not worth a line. */
+#define RECONNECT_LOOK_MS 200
+
+typedef struct reconnect_note {
+    bool down;          /* "reconnecting" printed, "back" not yet */
+    uint64_t outages;   /* the subscription's count when it was printed */
+    uint64_t since;     /* now_ms() when the outage began */
+    uint64_t last_look; /* now_ms() */
+} reconnect_note_t;
+
+static void reconnect_note(const cli_ctx_t *ctx, varlog_subscription_t *sub, reconnect_note_t *rn,
+                           progress_t *pr, uint64_t n, uint64_t now)
+{
+    if (now - rn->last_look < RECONNECT_LOOK_MS)
+        return;
+    rn->last_look = now;
+    varlog_subscription_health_t h;
+    if (varlog_subscription_health(sub, &h) != VARLOG_OK)
+        return;
+    bool over = rn->down && (!h.reconnecting || h.outages != rn->outages);
+    bool began = h.reconnecting && (!rn->down || over);
+    if (!over && !began)
+        return;
+    if (pr->drawn)
+        fputs("\r\033[K", stderr);
+    pr->drawn = false;
+    if (over)
+        fprintf(stderr, "%s %s: back after %.1f s, reading again\n", ctx->prog, ctx->cmd,
+                (double)(now - rn->since) / 1e3);
+    rn->down = false;
+    if (began) {
+        char bound[64];
+        if (h.timeout_ms < 0)
+            snprintf(bound, sizeof bound, "waiting for ever; Ctrl-C stops");
+        else
+            snprintf(bound, sizeof bound, "giving up after %" PRId64 " ms without progress",
+                     h.timeout_ms);
+        fprintf(stderr, "%s %s: reconnecting after %" PRIu64 " %s: %s (%s)\n", ctx->prog, ctx->cmd,
+                n, cli_plural((long long)n, "entry", "entries"), h.last_failure, bound);
+        rn->down = true;
+        rn->outages = h.outages;
+        rn->since = now - (uint64_t)(h.down_ms > 0 ? h.down_ms : 0);
+    }
+}
+
 int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_opts_t *opts,
                 uint64_t *entries)
 {
+    reconnect_note_t rn = {0};
     uint64_t n = 0;
     uint64_t last_entry_ms = now_ms();
     progress_t pr = {.on = opts->count_only && isatty(STDERR_FILENO) == 1,
@@ -119,6 +176,7 @@ int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_op
         if (err == VARLOG_OK) {
             n++;
             last_entry_ms = now_ms();
+            reconnect_note(ctx, sub, &rn, &pr, n, last_entry_ms);
             if (!opts->count_only)
                 print_entry(&e);
             else if ((n & 1023) == 0)
@@ -129,6 +187,7 @@ int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_op
             break;
         if (err == VARLOG_ERR_TIMED_OUT) {
             uint64_t now = now_ms();
+            reconnect_note(ctx, sub, &rn, &pr, n, now);
             progress_draw(&pr, n, now);
             if (opts->idle_timeout_ms > 0 && now - last_entry_ms >= opts->idle_timeout_ms)
                 break;
@@ -186,6 +245,19 @@ int cli_topic_tail(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, uint6
         free(all);
     *last_glsn = tail;
     return rc;
+}
+
+/* Whether conf's value of name differs from the library's default: -X set it. (A -X giving
+ * the default value itself cannot be told from none.) */
+static bool conf_changed(const varlog_conf_t *conf, const char *name)
+{
+    varlog_conf_t *fresh = varlog_conf_new();
+    char a[64], b[64];
+    size_t na = sizeof a, nb = sizeof b;
+    bool changed = fresh && varlog_conf_get(conf, name, a, &na) == VARLOG_OK &&
+                   varlog_conf_get(fresh, name, b, &nb) == VARLOG_OK && strcmp(a, b) != 0;
+    varlog_conf_destroy(fresh);
+    return changed;
 }
 
 /* subscribe (topic-wide, GLSN order) and subscribe-to (one log stream, LLSN order): the same
@@ -271,6 +343,10 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
         return cli_usage_error(ctx, "--begin %" PRIu64 " is not below --end %" PRIu64, begin, end);
     copts.limit = limit;
     copts.idle_timeout_ms = idle;
+
+    /* A tail has no end to give up on: it rides out any outage, unless -X set a bound. */
+    if (!end_given && !end_now && !conf_changed(ctx->conf, "subscribe.retry.timeout.ms"))
+        varlog_conf_set(ctx->conf, "subscribe.retry.timeout.ms", "-1", NULL, 0);
 
     varlog_client_t *client = NULL;
     varlog_server_t *srv = NULL;
