@@ -30,6 +30,8 @@
 #include "varlog/server.h"
 #include "varlog/subscribe.h"
 
+#include "options.h"
+
 /* Exit statuses. On CLI_EXIT_FAIL stdout carries nothing a script could take for a result
  * (what was done before the failure goes to stderr with the error); CLI_EXIT_INTERRUPTED
  * (SIGINT or SIGTERM cut a finite job short: 128 + SIGINT, as a shell reports a Ctrl-C) marks
@@ -63,6 +65,9 @@ typedef struct cli_ctx {
      * N log streams each. */
     int32_t embedded_topics;
     int32_t embedded_log_streams;
+    /* The last of --topics / --log-streams given, or NULL: refused with --mr, where it
+     * would do nothing (and was once taken for a command's --topic). */
+    const char *embedded_shape_option;
     bool quiet; /* -q: no "using an embedded server" notice */
     /* > 0: the command's --timeout, which also bounds opening the client (open.timeout.ms) */
     int64_t open_timeout_ms;
@@ -123,6 +128,21 @@ bool cli_parse_i64(const cli_ctx_t *ctx, const char *name, const char *text, int
 bool cli_parse_u64(const cli_ctx_t *ctx, const char *name, const char *text, uint64_t min,
                    uint64_t max, uint64_t *out);
 
+/* A live progress line on stderr, only when stderr is a terminal, so that logs and pipes
+ * stay clean: `  1.5 s  WHAT N  R rec/s  M MB/s  pending P`. */
+typedef struct cli_progress {
+    bool on, drawn;
+    int64_t t0, last_t; /* CLOCK_MONOTONIC ns */
+    uint64_t last_n;
+} cli_progress_t;
+void cli_progress_start(cli_progress_t *pr);
+/* Whether CLI_PROGRESS_MS passed since the last line (false when the line is off). */
+bool cli_progress_due(const cli_progress_t *pr);
+void cli_progress_draw(cli_progress_t *pr, const char *what, uint64_t n, uint64_t pending,
+                       size_t size);
+/* Clears the line, so that what follows starts on a clean line. */
+void cli_progress_end(cli_progress_t *pr);
+
 /* one or many by n: "1 topic", "2 topics" */
 const char *cli_plural(long long n, const char *one, const char *many);
 
@@ -146,6 +166,36 @@ int cli_consume(cli_ctx_t *ctx, varlog_subscription_t *sub, const cli_consume_op
 /* The highest GLSN the topic's log streams hold now (varlog_peek of each; 0 when empty).
  * Returns CLI_EXIT_OK or CLI_EXIT_FAIL after one line. */
 int cli_topic_tail(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, uint64_t *last_glsn);
+
+/* A command: its name, its function, its own long options (matched whole: options.h) and
+ * its line in `varlog-cli --help`. */
+typedef struct cli_command {
+    const char *name;
+    int (*run)(cli_ctx_t *ctx, int argc, char **argv);
+    const struct option *options;
+    const char *summary;
+} cli_command_t;
+
+/* Every command, in the order `varlog-cli --help` lists them (commands.c). */
+extern const cli_command_t cli_commands[];
+extern const size_t cli_command_count;
+
+/* The command named name, or NULL. */
+const cli_command_t *cli_command_find(const char *name);
+
+/* The common options (main.c's parse), which come before the command's name or after it. */
+enum { CLI_OPT_MR = 256, CLI_OPT_TOPICS, CLI_OPT_LOG_STREAMS };
+extern const struct option cli_common_options[];
+
+/* The commands' own options, one table each (their files). */
+extern const struct option cli_append_options[];
+extern const struct option cli_subscribe_options[];
+extern const struct option cli_subscribe_to_options[];
+extern const struct option cli_peek_options[];
+extern const struct option cli_trim_options[];
+extern const struct option cli_topics_options[];
+extern const struct option cli_bench_options[];
+extern const struct option cli_demo_options[];
 
 /* The commands. */
 int cmd_append(cli_ctx_t *ctx, int argc, char **argv);

@@ -2,6 +2,7 @@
  * appender (default) or varlog_append (--sync). */
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,13 +11,19 @@
 static void usage(FILE *out, const cli_ctx_t *ctx)
 {
     fprintf(out,
-            "usage: %s [OPTIONS] append [--topic T] [--log-stream L]\n"
+            "usage: %s [OPTIONS] append [--topic T] [--log-stream L | --spread]\n"
             "                  [--count N [--size B]] [--batch N] [--sync] [--timeout MS]\n"
             "                  [--positions]\n"
             "  Appends each line of stdin as one record (without its newline; empty lines are\n"
             "  skipped), or, with --count, N generated records of B bytes (default 100).\n"
+            "  Order: the records go to one log stream of the topic (the first appendable\n"
+            "  one, or --log-stream L), so the log holds them in the input's order, with\n"
+            "  increasing GLSNs. --spread lets the client pick a log stream per batch:\n"
+            "  faster, and a sealed log stream is passed over, but batches of different log\n"
+            "  streams interleave in the log in the order they commit, not the input's.\n"
             "  --topic T        topic id (default 1)\n"
-            "  --log-stream L   append to log stream L only (default: any of the topic's)\n"
+            "  --log-stream L   append to log stream L\n"
+            "  --spread         spread batches over the topic's log streams (see Order)\n"
             "  --count N        generate N records instead of reading stdin\n"
             "                   (" CLI_SIZE_SUFFIXES ")\n"
             "  --size B         generated record size in bytes (default 100;\n"
@@ -39,6 +46,9 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
 typedef struct append_state {
     const cli_ctx_t *ctx;
     bool positions;
+    /* records with an outcome, for the progress line, which main reads while the
+     * appender's thread counts */
+    _Atomic uint64_t settled;
     uint64_t appended;
     uint64_t failed;
     uint64_t maybe;
@@ -84,6 +94,7 @@ static void on_appended(const varlog_append_result_t *r, void *opaque)
         note_metas(st, r->metas, r->n);
     else
         note_failure(st, r->err, r->outcome, r->n, r->errtext);
+    atomic_fetch_add_explicit(&st->settled, r->n, memory_order_relaxed);
 }
 
 /* The source of records: stdin lines or generated payloads. */
@@ -172,7 +183,11 @@ static int run_sync(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, int3
     if (!metas)
         return cli_fail(ctx, VARLOG_ERR_NOMEM, "allocating %zu metas", batch_max);
     bool oom = false;
+    cli_progress_t pr;
+    cli_progress_start(&pr);
     while (!cli_stop_requested && batch_fill(b, src, batch_max, &oom)) {
+        if (cli_progress_due(&pr))
+            cli_progress_draw(&pr, "appended", st->appended, 0, b->recs[0].len);
         varlog_outcome_t outcome = VARLOG_NOT_APPENDED;
         varlog_err_t err =
             ls > 0 ? varlog_append_to(client, topic, ls, b->recs, b->n, timeout_ms, metas, &outcome)
@@ -184,6 +199,7 @@ static int run_sync(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, int3
             break; /* the next call would most likely fail the same way */
         }
     }
+    cli_progress_end(&pr);
     free(metas);
     return oom ? cli_fail(ctx, VARLOG_ERR_NOMEM, "reading records") : CLI_EXIT_OK;
 }
@@ -198,13 +214,23 @@ static int run_pipelined(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic,
         return cli_fail(ctx, err, "opening an appender for topic %" PRId32, topic);
     bool oom = false;
     int rc = CLI_EXIT_OK;
+    uint64_t queued = 0;
+    cli_progress_t pr;
+    cli_progress_start(&pr);
     while (!cli_stop_requested && batch_fill(b, src, batch_max, &oom)) {
+        if (cli_progress_due(&pr)) {
+            uint64_t settled = atomic_load_explicit(&st->settled, memory_order_relaxed);
+            cli_progress_draw(&pr, "appended", settled, queued - settled, b->recs[0].len);
+        }
         err = varlog_appender_append(app, b->recs, b->n, -1, on_appended, st);
         if (err != VARLOG_OK) {
-            rc = cli_fail(ctx, err, "queueing %zu records", b->n);
+            rc = cli_fail(ctx, err, "queueing %zu %s", b->n,
+                          cli_plural((long long)b->n, "record", "records"));
             break;
         }
+        queued += b->n;
     }
+    cli_progress_end(&pr);
     if (oom && rc == CLI_EXIT_OK)
         rc = cli_fail(ctx, VARLOG_ERR_NOMEM, "reading records");
     err = varlog_appender_close(&app, timeout_ms);
@@ -213,35 +239,53 @@ static int run_pipelined(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic,
     return rc;
 }
 
+/* The log stream that keeps the input's order: the first the client finds appendable. */
+static int pick_log_stream(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, int64_t *ls)
+{
+    int32_t ids[1];
+    size_t n = 0;
+    varlog_err_t err = varlog_client_appendable_log_streams(client, topic, ids, 1, &n);
+    if (err != VARLOG_OK)
+        return cli_fail(ctx, err, "finding an appendable log stream of topic %" PRId32, topic);
+    if (n == 0)
+        return cli_fail(ctx, VARLOG_ERR_NO_LOG_STREAM,
+                        "topic %" PRId32 " has no appendable log stream", topic);
+    *ls = ids[0];
+    return CLI_EXIT_OK;
+}
+
+enum {
+    OPT_TOPIC = 256,
+    OPT_LS,
+    OPT_COUNT,
+    OPT_SIZE,
+    OPT_BATCH,
+    OPT_SYNC,
+    OPT_TIMEOUT,
+    OPT_POSITIONS,
+    OPT_SPREAD
+};
+const struct option cli_append_options[] = {
+    {"topic", required_argument, NULL, OPT_TOPIC},
+    {"log-stream", required_argument, NULL, OPT_LS},
+    {"count", required_argument, NULL, OPT_COUNT},
+    {"size", required_argument, NULL, OPT_SIZE},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"sync", no_argument, NULL, OPT_SYNC},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"positions", no_argument, NULL, OPT_POSITIONS},
+    {"spread", no_argument, NULL, OPT_SPREAD},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
 {
-    enum {
-        OPT_TOPIC = 256,
-        OPT_LS,
-        OPT_COUNT,
-        OPT_SIZE,
-        OPT_BATCH,
-        OPT_SYNC,
-        OPT_TIMEOUT,
-        OPT_POSITIONS
-    };
-    static const struct option longopts[] = {
-        {"topic", required_argument, NULL, OPT_TOPIC},
-        {"log-stream", required_argument, NULL, OPT_LS},
-        {"count", required_argument, NULL, OPT_COUNT},
-        {"size", required_argument, NULL, OPT_SIZE},
-        {"batch", required_argument, NULL, OPT_BATCH},
-        {"sync", no_argument, NULL, OPT_SYNC},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"positions", no_argument, NULL, OPT_POSITIONS},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int64_t topic = 1, ls = 0, count = -1, size = 100, batch_max = 1, timeout_ms = -1;
-    bool sync = false, positions = false, size_given = false;
+    bool sync = false, positions = false, size_given = false, spread = false;
     cli_getopt_reset();
     int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":h", cli_append_options)) != -1) {
         bool ok = true;
         switch (c) {
         case OPT_TOPIC:
@@ -251,7 +295,7 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
             ok = cli_parse_i64(ctx, "--log-stream", optarg, 1, INT32_MAX, false, &ls);
             break;
         case OPT_COUNT:
-            ok = cli_parse_i64(ctx, "--count", optarg, 0, INT64_MAX, true, &count);
+            ok = cli_parse_i64(ctx, "--count", optarg, 1, INT64_MAX, true, &count);
             break;
         case OPT_SIZE:
             ok = cli_parse_i64(ctx, "--size", optarg, 1, 1 << 30, true, &size);
@@ -269,6 +313,9 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
         case OPT_POSITIONS:
             positions = true;
             break;
+        case OPT_SPREAD:
+            spread = true;
+            break;
         case 'h':
             usage(stdout, ctx);
             return CLI_EXIT_OK;
@@ -282,6 +329,8 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
         return cli_usage_error(ctx, "unexpected argument '%s' (see --help)", argv[optind]);
     if (size_given && count < 0)
         return cli_usage_error(ctx, "--size needs --count");
+    if (spread && ls > 0)
+        return cli_usage_error(ctx, "--spread and --log-stream exclude each other");
 
     source_t src = {
         .generate = count >= 0, .count = (uint64_t)(count < 0 ? 0 : count), .size = (size_t)size};
@@ -304,6 +353,11 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
     rc = cli_open_client(ctx, &client, &srv);
     if (rc != CLI_EXIT_OK)
         goto out;
+    if (ls == 0 && !spread) {
+        rc = pick_log_stream(ctx, client, (int32_t)topic, &ls);
+        if (rc != CLI_EXIT_OK)
+            goto out;
+    }
     cli_catch_signals();
     if (sync)
         rc = run_sync(ctx, client, (int32_t)topic, (int32_t)ls, &b, &src, (size_t)batch_max,
@@ -315,10 +369,12 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
      * failure the same facts go to stderr with the error, so that nothing on stdout passes
      * for a result; an interrupted run says so and exits CLI_EXIT_INTERRUPTED. */
     char summary[160];
-    if (st.appended > 0)
-        snprintf(summary, sizeof summary, "appended %" PRIu64 " %s, GLSN %" PRIu64 "..%" PRIu64,
-                 st.appended, cli_plural((long long)st.appended, "record", "records"), st.glsn_min,
-                 st.glsn_max);
+    if (st.appended == 1)
+        snprintf(summary, sizeof summary, "appended 1 record, GLSN %" PRIu64, st.glsn_min);
+    else if (st.appended > 0)
+        snprintf(summary, sizeof summary,
+                 "appended %" PRIu64 " records, GLSN %" PRIu64 "..%" PRIu64, st.appended,
+                 st.glsn_min, st.glsn_max);
     else
         snprintf(summary, sizeof summary, "appended 0 records");
     if (st.failed + st.maybe > 0) {

@@ -92,28 +92,29 @@ static bool parse_double(const cli_ctx_t *ctx, const char *name, const char *tex
     return true;
 }
 
+const struct option cli_bench_options[] = {
+    {"mode", required_argument, NULL, 'm'},
+    {"size", required_argument, NULL, 's'},
+    {"batch", required_argument, NULL, 'b'},
+    {"linger", required_argument, NULL, 'l'},
+    {"depth", required_argument, NULL, 'd'},
+    {"producers", required_argument, NULL, 'p'},
+    {"duration", required_argument, NULL, 'D'},
+    {"count", required_argument, NULL, 'n'},
+    {"rate", required_argument, NULL, 'r'},
+    {"topic", required_argument, NULL, 't'},
+    {"json", no_argument, NULL, 'j'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 static int parse_args(cli_ctx_t *ctx, int argc, char **argv, bench_opts_t *o)
 {
-    static const struct option longopts[] = {
-        {"mode", required_argument, NULL, 'm'},
-        {"size", required_argument, NULL, 's'},
-        {"batch", required_argument, NULL, 'b'},
-        {"linger", required_argument, NULL, 'l'},
-        {"depth", required_argument, NULL, 'd'},
-        {"producers", required_argument, NULL, 'p'},
-        {"duration", required_argument, NULL, 'D'},
-        {"count", required_argument, NULL, 'n'},
-        {"rate", required_argument, NULL, 'r'},
-        {"topic", required_argument, NULL, 't'},
-        {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int c;
     int64_t v;
     bool have_duration = false;
     cli_getopt_reset();
-    while ((c = getopt_long(argc, argv, ":m:s:b:l:d:p:D:n:r:t:jh", longopts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":m:s:b:l:d:p:D:n:r:t:jh", cli_bench_options)) != -1) {
         switch (c) {
         case 'm':
             if (strcmp(optarg, "append") == 0)
@@ -323,45 +324,6 @@ out:
     return NULL;
 }
 
-/* The live line: only on a terminal, so that logs and pipes stay clean. */
-typedef struct progress {
-    bool on;
-    int64_t t0, last_t;
-    uint64_t last_n;
-    bool drawn;
-} progress_t;
-
-static void progress_draw(progress_t *pr, const char *what, uint64_t n, uint64_t pending,
-                          size_t size)
-{
-    if (!pr->on)
-        return;
-    int64_t t = now_ns();
-    double dt = (double)(t - pr->last_t) / 1e9;
-    double rate = dt > 0 ? (double)(n - pr->last_n) / dt : 0;
-    fprintf(stderr, "\r\033[K%6.1f s  %s %" PRIu64 "  %.0f rec/s  %.2f MB/s  pending %" PRIu64,
-            (double)(t - pr->t0) / 1e9, what, n, rate, rate * (double)size / 1e6, pending);
-    fflush(stderr);
-    pr->last_t = t;
-    pr->last_n = n;
-    pr->drawn = true;
-}
-
-static void progress_end(progress_t *pr)
-{
-    if (pr->on && pr->drawn)
-        fputs("\r\033[K", stderr);
-    pr->drawn = false;
-}
-
-static void progress_start(progress_t *pr)
-{
-    pr->on = isatty(STDERR_FILENO) == 1;
-    pr->t0 = pr->last_t = now_ns();
-    pr->last_n = 0;
-    pr->drawn = false;
-}
-
 static uint64_t pending_records(varlog_appender_t *app)
 {
     varlog_appender_stats_t st;
@@ -384,8 +346,8 @@ static int run_append(cli_ctx_t *ctx, varlog_client_t *client, const bench_opts_
     g_bench = b;
     producer_t prods[MAX_PRODUCERS];
     int started = 0;
-    progress_t pr;
-    progress_start(&pr);
+    cli_progress_t pr;
+    cli_progress_start(&pr);
     double cpu0 = cpu_seconds();
     int64_t t0 = now_ns();
     b->t_end_ns = t0 + (int64_t)(o->duration_s * 1e9);
@@ -409,8 +371,8 @@ static int run_append(cli_ctx_t *ctx, varlog_client_t *client, const bench_opts_
         }
         pthread_cond_timedwait(&b->cv, &b->mu, &dl);
         pthread_mutex_unlock(&b->mu);
-        progress_draw(&pr, "appended", atomic_load_explicit(&b->appended, memory_order_relaxed),
-                      pending_records(b->app), o->size);
+        cli_progress_draw(&pr, "appended", atomic_load_explicit(&b->appended, memory_order_relaxed),
+                          pending_records(b->app), o->size);
         pthread_mutex_lock(&b->mu);
     }
     pthread_mutex_unlock(&b->mu);
@@ -421,12 +383,12 @@ static int run_append(cli_ctx_t *ctx, varlog_client_t *client, const bench_opts_
     int64_t flush_deadline = now_ns() + (int64_t)120 * 1000000000;
     while ((rc = varlog_appender_flush(b->app, 500, &still)) == VARLOG_ERR_TIMED_OUT &&
            now_ns() < flush_deadline) {
-        progress_draw(&pr, "appended", atomic_load_explicit(&b->appended, memory_order_relaxed),
-                      pending_records(b->app), o->size);
+        cli_progress_draw(&pr, "appended", atomic_load_explicit(&b->appended, memory_order_relaxed),
+                          pending_records(b->app), o->size);
     }
     r->elapsed_ns = now_ns() - t0;
     r->cpu_s = cpu_seconds() - cpu0;
-    progress_end(&pr);
+    cli_progress_end(&pr);
     if (rc != VARLOG_OK && status == CLI_EXIT_OK)
         status = cli_fail(ctx, rc, "flush (%zu calls still pending after 120 s)", still);
     varlog_err_t refused = (varlog_err_t)atomic_load(&b->refused);
@@ -445,8 +407,8 @@ static int run_append(cli_ctx_t *ctx, varlog_client_t *client, const bench_opts_
 static int run_subscribe(cli_ctx_t *ctx, varlog_client_t *client, const bench_opts_t *o,
                          uint64_t lo, uint64_t hi, phase_result_t *r, varlog_err_t *err)
 {
-    progress_t pr;
-    progress_start(&pr);
+    cli_progress_t pr;
+    cli_progress_start(&pr);
     double cpu0 = cpu_seconds();
     int64_t t0 = now_ns(), next_draw = t0 + 500000000;
     varlog_subscription_t *sub = NULL;
@@ -466,13 +428,13 @@ static int run_subscribe(cli_ctx_t *ctx, varlog_client_t *client, const bench_op
         }
         if (pr.on && (rc == VARLOG_ERR_TIMED_OUT || (r->records & 1023) == 0) &&
             now_ns() >= next_draw) {
-            progress_draw(&pr, "read", r->records, hi - lo + 1 - r->records, o->size);
+            cli_progress_draw(&pr, "read", r->records, hi - lo + 1 - r->records, o->size);
             next_draw = now_ns() + 500000000;
         }
     }
     r->elapsed_ns = now_ns() - t0;
     r->cpu_s = cpu_seconds() - cpu0;
-    progress_end(&pr);
+    cli_progress_end(&pr);
     int status = CLI_EXIT_OK;
     *err = VARLOG_OK;
     if (rc == VARLOG_ERR_END) {

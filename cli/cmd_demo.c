@@ -299,19 +299,20 @@ static void read_back(cli_ctx_t *ctx, varlog_client_t *client, demo_run_t *run, 
     free(next_seq);
 }
 
+const struct option cli_demo_options[] = {
+    {"records", required_argument, NULL, 'n'},
+    {"size", required_argument, NULL, 's'},
+    {"producers", required_argument, NULL, 'p'},
+    {"topic", required_argument, NULL, 't'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 static int parse_args(cli_ctx_t *ctx, int argc, char **argv, demo_run_t *run)
 {
-    static const struct option longopts[] = {
-        {"records", required_argument, NULL, 'n'},
-        {"size", required_argument, NULL, 's'},
-        {"producers", required_argument, NULL, 'p'},
-        {"topic", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int c;
     int64_t v;
-    while ((c = getopt_long(argc, argv, ":n:s:p:t:h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":n:s:p:t:h", cli_demo_options)) != -1) {
         switch (c) {
         case 'n':
             if (!cli_parse_i64(ctx, "--records", optarg, 1, 100000000, true, &v))

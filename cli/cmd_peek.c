@@ -20,20 +20,21 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             ctx->prog);
 }
 
+enum { OPT_TOPIC = 256, OPT_LS, OPT_TIMEOUT };
+const struct option cli_peek_options[] = {
+    {"topic", required_argument, NULL, OPT_TOPIC},
+    {"log-stream", required_argument, NULL, OPT_LS},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int cmd_peek(cli_ctx_t *ctx, int argc, char **argv)
 {
-    enum { OPT_TOPIC = 256, OPT_LS, OPT_TIMEOUT };
-    static const struct option longopts[] = {
-        {"topic", required_argument, NULL, OPT_TOPIC},
-        {"log-stream", required_argument, NULL, OPT_LS},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     int64_t topic = 1, ls = 0, timeout_ms = -1;
     cli_getopt_reset();
     int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":h", cli_peek_options)) != -1) {
         bool ok = true;
         switch (c) {
         case OPT_TOPIC:

@@ -247,6 +247,29 @@ int cli_topic_tail(cli_ctx_t *ctx, varlog_client_t *client, int32_t topic, uint6
     return rc;
 }
 
+enum { OPT_TOPIC = 256, OPT_LS, OPT_BEGIN, OPT_END, OPT_COUNT, OPT_LIMIT, OPT_IDLE };
+const struct option cli_subscribe_options[] = {
+    {"topic", required_argument, NULL, OPT_TOPIC},
+    {"begin", required_argument, NULL, OPT_BEGIN},
+    {"end", required_argument, NULL, OPT_END},
+    {"count", no_argument, NULL, OPT_COUNT},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+const struct option cli_subscribe_to_options[] = {
+    {"topic", required_argument, NULL, OPT_TOPIC},
+    {"log-stream", required_argument, NULL, OPT_LS},
+    {"begin", required_argument, NULL, OPT_BEGIN},
+    {"end", required_argument, NULL, OPT_END},
+    {"count", no_argument, NULL, OPT_COUNT},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 /* Whether conf's value of name differs from the library's default: -X set it. (A -X giving
  * the default value itself cannot be told from none.) */
 static bool conf_changed(const varlog_conf_t *conf, const char *name)
@@ -264,28 +287,6 @@ static bool conf_changed(const varlog_conf_t *conf, const char *name)
  * options, but subscribe-to's --log-stream, and the same reading loop. */
 static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
 {
-    enum { OPT_TOPIC = 256, OPT_LS, OPT_BEGIN, OPT_END, OPT_COUNT, OPT_LIMIT, OPT_IDLE };
-    static const struct option glsn_opts[] = {
-        {"topic", required_argument, NULL, OPT_TOPIC},
-        {"begin", required_argument, NULL, OPT_BEGIN},
-        {"end", required_argument, NULL, OPT_END},
-        {"count", no_argument, NULL, OPT_COUNT},
-        {"limit", required_argument, NULL, OPT_LIMIT},
-        {"idle-timeout", required_argument, NULL, OPT_IDLE},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static const struct option llsn_opts[] = {
-        {"topic", required_argument, NULL, OPT_TOPIC},
-        {"log-stream", required_argument, NULL, OPT_LS},
-        {"begin", required_argument, NULL, OPT_BEGIN},
-        {"end", required_argument, NULL, OPT_END},
-        {"count", no_argument, NULL, OPT_COUNT},
-        {"limit", required_argument, NULL, OPT_LIMIT},
-        {"idle-timeout", required_argument, NULL, OPT_IDLE},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     const uint64_t max_pos = by_llsn ? VARLOG_LLSN_MAX : VARLOG_GLSN_MAX;
     int64_t topic = 1, ls = 0;
     uint64_t begin = 1, end = max_pos, limit = 0, idle = 0;
@@ -293,7 +294,9 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
     cli_consume_opts_t copts = {0};
     cli_getopt_reset();
     int c;
-    while ((c = getopt_long(argc, argv, ":h", by_llsn ? llsn_opts : glsn_opts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":h",
+                                by_llsn ? cli_subscribe_to_options : cli_subscribe_options)) !=
+           -1) {
         bool ok = true;
         switch (c) {
         case OPT_TOPIC:

@@ -158,21 +158,22 @@ static int admin_view(cli_ctx_t *ctx, varlog_admin_t *admin, int64_t timeout_ms,
     return rc;
 }
 
+enum { OPT_ADMIN = 256, OPT_TIMEOUT };
+const struct option cli_topics_options[] = {
+    {"admin", optional_argument, NULL, OPT_ADMIN},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int cmd_topics(cli_ctx_t *ctx, int argc, char **argv)
 {
-    enum { OPT_ADMIN = 256, OPT_TIMEOUT };
-    static const struct option longopts[] = {
-        {"admin", optional_argument, NULL, OPT_ADMIN},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
     bool use_admin = false;
     const char *admin_addr = NULL;
     int64_t timeout_ms = -1;
     cli_getopt_reset();
     int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":h", cli_topics_options)) != -1) {
         switch (c) {
         case OPT_ADMIN:
             use_admin = true;

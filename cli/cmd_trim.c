@@ -10,7 +10,7 @@
 static void usage(FILE *out, const cli_ctx_t *ctx)
 {
     fprintf(out,
-            "usage: %s [OPTIONS] trim [--topic T] --until GLSN [--timeout MS]\n"
+            "usage: %s [OPTIONS] trim --topic T --until GLSN [--timeout MS]\n"
             "  Deletes topic T's entries with GLSN <= GLSN on every storage node holding\n"
             "  its log streams (deletion on the nodes is asynchronous); later reads of the\n"
             "  trimmed range fail with ERR_TRIMMED. As in Varlog, a storage node trims no\n"
@@ -21,7 +21,9 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             "  none left), or 'nothing to trim ...' when nothing up to GLSN is left. Exit\n"
             "  status 1 when entries up to GLSN remain (a GLSN past the last entry, a sealed\n"
             "  log stream).\n"
-            "  --topic T        topic id (default 1)\n"
+            "  Before it deletes anything it says on stderr which topic of which cluster\n"
+            "  it trims and up to where.\n"
+            "  --topic T        topic id (required: a command that deletes takes no default)\n"
             "  --until GLSN     last GLSN deleted (required)\n"
             "  --timeout MS     bound on opening the client and on each call (default\n"
             "                   open.timeout.ms, then metadata.call.timeout.ms)\n",
@@ -89,21 +91,22 @@ static int nothing_trimmed(const cli_ctx_t *ctx, const char *fmt, ...)
     return CLI_EXIT_FAIL;
 }
 
+enum { OPT_TOPIC = 256, OPT_UNTIL, OPT_TIMEOUT };
+const struct option cli_trim_options[] = {
+    {"topic", required_argument, NULL, OPT_TOPIC},
+    {"until", required_argument, NULL, OPT_UNTIL},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
 int cmd_trim(cli_ctx_t *ctx, int argc, char **argv)
 {
-    enum { OPT_TOPIC = 256, OPT_UNTIL, OPT_TIMEOUT };
-    static const struct option longopts[] = {
-        {"topic", required_argument, NULL, OPT_TOPIC},
-        {"until", required_argument, NULL, OPT_UNTIL},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int64_t topic = 1, timeout_ms = -1;
+    int64_t topic = 0, timeout_ms = -1;
     uint64_t until = 0;
     cli_getopt_reset();
     int c;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":h", cli_trim_options)) != -1) {
         bool ok = true;
         switch (c) {
         case OPT_TOPIC:
@@ -126,6 +129,8 @@ int cmd_trim(cli_ctx_t *ctx, int argc, char **argv)
     }
     if (optind < argc)
         return cli_usage_error(ctx, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (topic == 0)
+        return cli_usage_error(ctx, "--topic is required (trim deletes entries: say which topic)");
     if (until == 0)
         return cli_usage_error(ctx, "--until is required");
 
@@ -160,6 +165,10 @@ int cmd_trim(cli_ctx_t *ctx, int argc, char **argv)
                topic, until, before.first);
         goto out;
     }
+    /* Said before acting, so that a wrong topic or cluster is seen in the log of the run
+     * that deleted it. */
+    fprintf(stderr, "%s %s: trimming topic %" PRId64 " up to GLSN %" PRIu64 " at %s\n", ctx->prog,
+            ctx->cmd, topic, until, ctx->mr ? ctx->mr : "the embedded server");
     varlog_err_t err = varlog_trim(client, (int32_t)topic, until, timeout_ms);
     if (err != VARLOG_OK) {
         rc = cli_fail(ctx, err, "trimming topic %" PRId64 " up to GLSN %" PRIu64, topic, until);

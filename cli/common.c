@@ -80,11 +80,21 @@ void cli_getopt_reset(void)
 
 int cli_bad_option(const cli_ctx_t *ctx, int c, char **argv)
 {
-    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    const char *refused = cli_getopt_refused();
+    const char *arg = refused ? refused : optind > 0 ? argv[optind - 1] : "?";
     if (c == ':')
         return cli_usage_error(ctx, "option '%s' needs a value (see --help)", arg);
-    if (optopt && optopt < 256 && !(arg[0] == '-' && arg[1] == '-'))
+    bool is_long = arg[0] == '-' && arg[1] == '-';
+    if (!refused && optopt && optopt < 256 && !is_long)
         return cli_usage_error(ctx, "unknown option '-%c' (see --help)", optopt);
+    const cli_command_t *cmd = ctx->cmd ? cli_command_find(ctx->cmd) : NULL;
+    char hint[256] = "";
+    if (is_long && cmd)
+        cli_option_hint(cmd->options, arg, hint, sizeof hint);
+    if (is_long && !hint[0])
+        cli_option_hint(cli_common_options, arg, hint, sizeof hint);
+    if (hint[0])
+        return cli_usage_error(ctx, "unknown option '%s': options are written whole%s", arg, hint);
     return cli_usage_error(ctx, "unknown option '%s' (see --help)", arg);
 }
 
@@ -149,6 +159,49 @@ bool cli_parse_u64(const cli_ctx_t *ctx, const char *name, const char *text, uin
     }
     *out = v;
     return true;
+}
+
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void cli_progress_start(cli_progress_t *pr)
+{
+    pr->on = isatty(STDERR_FILENO) == 1;
+    pr->t0 = pr->last_t = monotonic_ns();
+    pr->last_n = 0;
+    pr->drawn = false;
+}
+
+bool cli_progress_due(const cli_progress_t *pr)
+{
+    return pr->on && monotonic_ns() - pr->last_t >= (int64_t)CLI_PROGRESS_MS * 1000000;
+}
+
+void cli_progress_draw(cli_progress_t *pr, const char *what, uint64_t n, uint64_t pending,
+                       size_t size)
+{
+    if (!pr->on)
+        return;
+    int64_t t = monotonic_ns();
+    double dt = (double)(t - pr->last_t) / 1e9;
+    double rate = dt > 0 ? (double)(n - pr->last_n) / dt : 0;
+    fprintf(stderr, "\r\033[K%6.1f s  %s %" PRIu64 "  %.0f rec/s  %.2f MB/s  pending %" PRIu64,
+            (double)(t - pr->t0) / 1e9, what, n, rate, rate * (double)size / 1e6, pending);
+    fflush(stderr);
+    pr->last_t = t;
+    pr->last_n = n;
+    pr->drawn = true;
+}
+
+void cli_progress_end(cli_progress_t *pr)
+{
+    if (pr->on && pr->drawn)
+        fputs("\r\033[K", stderr);
+    pr->drawn = false;
 }
 
 const char *cli_plural(long long n, const char *one, const char *many)

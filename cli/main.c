@@ -8,43 +8,27 @@
 
 #include "cli.h"
 
-typedef struct cli_command {
-    const char *name;
-    int (*run)(cli_ctx_t *ctx, int argc, char **argv);
-    const char *summary;
-} cli_command_t;
-
-/* One row per command; `varlog-cli --help` lists them in this order. */
-static const cli_command_t COMMANDS[] = {
-    {"append", cmd_append, "append records from stdin lines, or generated ones"},
-    {"subscribe", cmd_subscribe, "read a topic in GLSN order (tails for ever by default)"},
-    {"subscribe-to", cmd_subscribe_to, "read one log stream in LLSN order"},
-    {"peek", cmd_peek, "first and last entries of log streams"},
-    {"trim", cmd_trim, "delete a topic's entries up to a GLSN"},
-    {"topics", cmd_topics, "topics and their log streams"},
-    {"bench", cmd_bench, "append and/or subscribe benchmark with a latency summary"},
-    {"demo", cmd_demo, "append records, read them back, check them and print throughput"},
-};
-
 static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
             "usage: %s [OPTIONS] COMMAND [ARGS]\n"
             "\n"
-            "Options (before or after the command):\n"
+            "Options (before or after the command; written whole, never abbreviated):\n"
             "  --mr HOST:PORT[,HOST:PORT]  the cluster's metadata repository; without it an\n"
             "                              embedded server is started in-process\n"
             "  -X KEY=VALUE                set a client property (CONFIGURATION.md); repeatable\n"
-            "  --topics T                  embedded server: topics 1..T (default 1)\n"
-            "  --log-streams N             embedded server: N log streams per topic (default 2)\n"
+            "  --topics T                  embedded server: topics 1..T (default 1); refused\n"
+            "                              with --mr (a command's --topic picks a topic)\n"
+            "  --log-streams N             embedded server: N log streams per topic (default 2);\n"
+            "                              refused with --mr\n"
             "  -q, --quiet                 no notice about the embedded server\n"
             "  (the library's own log lines are off; -X log.level=info turns them on)\n"
             "  -h, --help                  this text\n"
             "\n"
             "Commands:\n",
             prog);
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        fprintf(out, "  %-14s %s\n", COMMANDS[i].name, COMMANDS[i].summary);
+    for (size_t i = 0; i < cli_command_count; i++)
+        fprintf(out, "  %-14s %s\n", cli_commands[i].name, cli_commands[i].summary);
     fprintf(out,
             "\n`%s COMMAND --help` describes a command's arguments.\n"
             "Exit status: 0 success, 1 failure (then stdout holds no result), 2 bad\n"
@@ -77,41 +61,72 @@ static int set_property(cli_ctx_t *ctx, const char *kv)
     return CLI_EXIT_OK;
 }
 
-/* The common options. --help/-h is listed apart: after the command it is the command's. */
-enum { OPT_MR = 256, OPT_TOPICS, OPT_LOG_STREAMS };
-static const struct option COMMON_LONG[] = {
-    {"mr", required_argument, NULL, OPT_MR},
-    {"topics", required_argument, NULL, OPT_TOPICS},
-    {"log-streams", required_argument, NULL, OPT_LOG_STREAMS},
-    {"quiet", no_argument, NULL, 'q'},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
+/* The common short options; -h is parse_common's own (after the command it is the command's). */
 #define COMMON_SHORT "X:q"
+
+/* The command named after argv[from], for saying where a misplaced option belongs. */
+static const cli_command_t *command_after(int argc, char **argv, int from)
+{
+    for (int i = from; i < argc; i++) {
+        const cli_command_t *cmd = cli_command_find(argv[i]);
+        if (cmd)
+            return cmd;
+    }
+    return NULL;
+}
+
+/* Refuses the option before the command that getopt did not take (argv[optind - 1]): when it
+ * is a command's own option (whole, or a prefix of one), one line says so and where it goes,
+ * so that `--topic 2 trim` is never taken for anything else. */
+static int common_option_misplaced(cli_ctx_t *ctx, int argc, char **argv)
+{
+    const char *text = cli_getopt_refused();
+    if (!text)
+        text = optind > 0 ? argv[optind - 1] : "?";
+    if (text[0] != '-' || text[1] != '-')
+        return cli_bad_option(ctx, '?', argv);
+    const cli_command_t *cmd = command_after(argc, argv, optind);
+    char hint[256];
+    if (cmd && cli_option_is(cmd->options, text, NULL))
+        return cli_usage_error(ctx,
+                               "'%s' is an option of the %s command: give it after the command "
+                               "name (%s [--mr ADDR] %s %s ...)",
+                               text, cmd->name, ctx->prog, cmd->name, text);
+    if (cmd && cli_option_hint(cmd->options, text, hint, sizeof hint)[0])
+        return cli_usage_error(ctx,
+                               "unknown option '%s': options are written whole, and a %s option "
+                               "goes after the command name%s",
+                               text, cmd->name, hint);
+    if (cli_option_hint(cli_common_options, text, hint, sizeof hint)[0])
+        return cli_usage_error(ctx, "unknown option '%s': options are written whole%s", text, hint);
+    return cli_usage_error(ctx, "unknown option '%s' (see %s --help)", text, ctx->prog);
+}
 
 static int parse_common(cli_ctx_t *ctx, int argc, char **argv)
 {
     /* '+': stop at the command name, whose options are the command's own. */
     int c;
     int64_t n;
-    while ((c = getopt_long(argc, argv, "+:" COMMON_SHORT "h", COMMON_LONG, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, "+:" COMMON_SHORT "h", cli_common_options)) != -1) {
         switch (c) {
-        case OPT_MR:
+        case CLI_OPT_MR:
             if (optarg[0] == '\0') {
                 fprintf(stderr, "%s: --mr wants HOST:PORT[,HOST:PORT]\n", ctx->prog);
                 return CLI_EXIT_USAGE;
             }
             ctx->mr = optarg;
             break;
-        case OPT_TOPICS:
+        case CLI_OPT_TOPICS:
             if (!cli_parse_i64(ctx, "--topics", optarg, 0, 1000000, false, &n))
                 return CLI_EXIT_USAGE;
             ctx->embedded_topics = (int32_t)n;
+            ctx->embedded_shape_option = "--topics";
             break;
-        case OPT_LOG_STREAMS:
+        case CLI_OPT_LOG_STREAMS:
             if (!cli_parse_i64(ctx, "--log-streams", optarg, 0, 1000000, false, &n))
                 return CLI_EXIT_USAGE;
             ctx->embedded_log_streams = (int32_t)n;
+            ctx->embedded_shape_option = "--log-streams";
             break;
         case 'X': {
             int rc = set_property(ctx, optarg);
@@ -126,6 +141,8 @@ static int parse_common(cli_ctx_t *ctx, int argc, char **argv)
             usage(stdout, ctx->prog);
             return -1;
         default:
+            if (c == '?' && !ctx->cmd)
+                return common_option_misplaced(ctx, argc, argv);
             return cli_bad_option(ctx, c, argv);
         }
     }
@@ -150,7 +167,7 @@ static bool is_common_option(const char *arg, bool *value_follows)
         *value_follows = arg[2] == '\0';
         return true;
     }
-    for (const struct option *o = COMMON_LONG; o->name; o++) {
+    for (const struct option *o = cli_common_options; o->name; o++) {
         size_t n = strlen(o->name);
         if (o->val == 'h' || strncmp(arg + 2, o->name, n) != 0)
             continue;
@@ -227,10 +244,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     const char *name = argv[optind];
-    const cli_command_t *cmd = NULL;
-    for (size_t i = 0; i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
-        if (strcmp(COMMANDS[i].name, name) == 0)
-            cmd = &COMMANDS[i];
+    const cli_command_t *cmd = cli_command_find(name);
     if (!cmd) {
         fprintf(stderr, "%s: unknown command '%s' (see %s --help)\n", ctx.prog, name, ctx.prog);
         varlog_conf_destroy(ctx.conf);
@@ -240,6 +254,11 @@ int main(int argc, char **argv)
     int first = optind; /* cli_getopt_reset zeroes optind */
     int cmd_argc = argc - first;
     rc = parse_common_after_command(&ctx, &cmd_argc, argv + first);
+    if (rc == CLI_EXIT_OK && ctx.mr && ctx.embedded_shape_option)
+        rc = cli_usage_error(&ctx,
+                             "%s shapes the embedded server and has no effect with --mr (the "
+                             "cluster has its own topics; a command's --topic picks one)",
+                             ctx.embedded_shape_option);
     if (rc != CLI_EXIT_OK) {
         varlog_conf_destroy(ctx.conf);
         return rc;

@@ -31,6 +31,7 @@
 
 #include <grpc/support/log.h>
 
+#include "options.h"
 #include "varlog/server.h"
 
 #define PROG "varlog-server"
@@ -199,7 +200,7 @@ int main(int argc, char **argv)
     opterr = 0; /* our own one-line messages */
     int c;
     int64_t n = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    while ((c = cli_getopt_long(argc, argv, ":h", longopts)) != -1) {
         switch (c) {
         case 'h':
             usage(stdout);
@@ -229,10 +230,17 @@ int main(int argc, char **argv)
             break;
         case ':':
             return bad_argument("option '%s' needs a value (see --help)", argv[optind - 1]);
-        default:
-            if (optopt && optopt < 256)
+        default: {
+            const char *text = cli_getopt_refused();
+            if (!text && optopt && optopt < 256)
                 return bad_argument("unknown option '-%c' (see --help)", optopt);
-            return bad_argument("unknown option '%s' (see --help)", argv[optind - 1]);
+            if (!text)
+                text = argv[optind - 1];
+            char hint[256];
+            if (cli_option_hint(longopts, text, hint, sizeof hint)[0])
+                return bad_argument("unknown option '%s': options are written whole%s", text, hint);
+            return bad_argument("unknown option '%s' (see --help)", text);
+        }
         }
     }
     if (optind < argc)

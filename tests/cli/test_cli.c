@@ -142,7 +142,11 @@ static void test_bad_arguments(void **state)
         "--begin");
     expect_usage_error((const char *const[]){"--mr", f->addr, "subscribe-to", NULL},
                        "--log-stream");
-    expect_usage_error((const char *const[]){"--mr", f->addr, "trim", NULL}, "--until");
+    expect_usage_error((const char *const[]){"--mr", f->addr, "trim", "--topic", "1", NULL},
+                       "--until");
+    /* trim deletes: it takes no default topic */
+    expect_usage_error((const char *const[]){"--mr", f->addr, "trim", "--until", "5", NULL},
+                       "--topic is required");
     expect_usage_error((const char *const[]){"--mr", f->addr, "peek", "extra", NULL}, "extra");
     expect_usage_error((const char *const[]){"--mr", f->addr, "topics", "-z", NULL}, "-z");
     /* Common options after the command are checked as before it. */
