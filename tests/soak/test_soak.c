@@ -244,7 +244,7 @@ static void test_soak(void **state)
 
     soak_ledger_init(&ledger);
     /* Metadata refreshed every second so that seals, unseals and the new log stream show; a
-     * subscription outlives a restart of up to 2.5 s with its default retries. */
+     * subscription outlives a restart (subscribe.retry.timeout.ms: 60 s without progress). */
     cf_start(&fx, 1, LOG_STREAMS, "metadata.refresh.interval.ms", "1000", "log.level", "crit",
              NULL);
     soak_faults_init(&faults, fx.srv, TOPIC, LOG_STREAMS, seed);
