@@ -168,8 +168,9 @@ bool sub_outage_failed(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t er
 void sub_outage_progress(varlog_subscription_t *sub, sub_ls_t *ls);
 
 /* The periodic look at a log stream in an outage: its stream stayed open long enough on a
- * live connection (progress), or the outage outlasted subscribe.retry.timeout.ms while its
- * stream, if any, had its chance (the subscription ends). Consumer only. */
+ * live connection (progress), or its range is complete, or the outage outlasted
+ * subscribe.retry.timeout.ms and the last reopening had its chance (the subscription
+ * ends). Consumer only. */
 void sub_outage_check(varlog_subscription_t *sub, sub_ls_t *ls, int64_t now);
 
 /* The backoff delay before ls's next reopening, cut to what is left of its outage's bound so

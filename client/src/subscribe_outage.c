@@ -114,8 +114,12 @@ void sub_outage_progress(varlog_subscription_t *sub, sub_ls_t *ls)
 
 void sub_outage_check(varlog_subscription_t *sub, sub_ls_t *ls, int64_t now)
 {
-    if (ls->down_since_ms == 0 || ls->finished)
+    if (ls->down_since_ms == 0)
         return;
+    if (ls->finished) { /* reopened past the end: nothing of the range is left to wait for */
+        recovered(sub, ls, "its range is complete");
+        return;
+    }
     bool open_long = ls->rpc && now - ls->opened_ms >= HEALTHY_OPEN_MS;
     /* The merge waits for the wanted position and this log stream has no head: it may be
      * the one holding it, so its quiet is no sign of health (the stall check judges it). */
@@ -124,9 +128,11 @@ void sub_outage_check(varlog_subscription_t *sub, sub_ls_t *ls, int64_t now)
         recovered(sub, ls, "its stream stays open");
         return;
     }
-    /* Past the bound: no stream (a backoff runs), or one that had its chance. */
+    /* Past the bound, once the last reopening (made at the bound: sub_outage_delay_ns) had
+     * its chance: it failed (then sub_outage_failed ended it), or its stream stayed open
+     * without progress. */
     if (timeout_ms(sub) >= 0 && now - ls->down_since_ms >= timeout_ms(sub) &&
-        (!ls->rpc || open_long))
+        (open_long || (!ls->rpc && !ls->retrying)))
         give_up(sub, ls, now, false);
 }
 

@@ -39,9 +39,10 @@
  * open for 1 s over a connection that is up while the subscription was not waiting for an
  * entry from it (the tail of an idle topic). A log stream in an outage for
  * subscribe.retry.timeout.ms (60 s by default, twice appender.delivery.timeout.ms; -1: for
- * ever) ends the subscription with its last error, at the bound or once the stream opened
- * last had 1 s to show progress, whichever is later; so does its failure number
- * subscribe.retries + 1 in a row when subscribe.retries is set (-1 by default: no count).
+ * ever) ends the subscription with its last error: the backoff is cut so that a last
+ * reopening is made at the bound, and the subscription ends when that one fails or its
+ * stream has had 1 s to show progress. So does failure number subscribe.retries + 1 in a
+ * row when subscribe.retries is set (-1 by default: no count).
  * The text names the bound and the last failure (log stream, address, reason).
  * varlog_subscription_health tells whether the subscription is reconnecting.
  * A range that begins in a trimmed prefix ends it with VARLOG_ERR_TRIMMED; a node's
