@@ -5,8 +5,11 @@
 # `make fuzz`): clang and its sanitizer and libFuzzer runtimes. The normal build needs no clang.
 set -eu
 
+# libmicrohttpd-dev: varlog-cli's --metrics-listen and examples/metrics_http.c (never the
+# library); prometheus: promtool and a real Prometheus for the tests of the metrics
+# exposition (tests/metrics, `make test-prometheus`).
 PACKAGES="gcc make cmake pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
-libcmocka-dev libcjson-dev valgrind python3-protobuf"
+libcmocka-dev libcjson-dev valgrind python3-protobuf libmicrohttpd-dev prometheus"
 FUZZ_PACKAGES="clang libclang-rt-14-dev"
 
 case "${1:-}" in
