@@ -614,10 +614,14 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
         return err;
     if ((err = client_enter(c)) != VARLOG_OK)
         return err;
+    /* The send's duration (messaging.client.operation.duration): a clock read is nothing
+     * beside a round trip, so a synchronous call is always timed. */
+    int64_t t0 = stats_now_ns();
     err = append_check_target(c, topic_id, log_stream_id, deadline);
     if (err != VARLOG_OK) {
         atomic_fetch_add(&c->stats.appends_failed, 1);
         stats_add_outcome(&c->cstats, VARLOG_NOT_APPENDED, 1, n, 0);
+        metrics_note_append(&c->cstats.metrics, topic_id, 0, err, n, stats_now_ns() - t0);
         client_leave(c);
         return err;
     }
@@ -661,6 +665,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
                       1, n, bytes);
     if (err == VARLOG_OK)
         stats_add_log_stream(&c->cstats, topic_id, stored_ls, n, bytes);
+    metrics_note_append(&c->cstats.metrics, topic_id, stored_ls, err, n, stats_now_ns() - t0);
     op_unref(op);
     errtext_guard_end(err == VARLOG_OK);
     client_leave(c);

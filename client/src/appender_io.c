@@ -83,15 +83,28 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
         res->metas = NULL;
         /* Statistics per batch, before its callbacks: one clock read, and the counters are
          * up to date by the time a callback looks at them. */
+        metrics_hist_t *send_hist;
         if (b->err == VARLOG_OK) {
-            if (app->timed) {
-                int64_t now_ns = stats_now_ns();
-                for (uint32_t i = 0; i < b->n_calls; i++)
+            metrics_series_t *ms =
+                metrics_series_get(&st->metrics, app->topic_id, b->metas[0].log_stream_id);
+            atomic_fetch_add_explicit(&ms->sent_records, b->n_records, memory_order_relaxed);
+            send_hist = &ms->send;
+        } else {
+            metrics_failure_t *mf = metrics_failure_get(&st->metrics, app->topic_id, b->err);
+            atomic_fetch_add_explicit(&mf->records, b->n_records, memory_order_relaxed);
+            send_hist = &mf->send;
+        }
+        if (app->timed) {
+            int64_t now_ns = stats_now_ns();
+            for (uint32_t i = 0; i < b->n_calls; i++) {
+                if (b->err == VARLOG_OK)
                     vhist_record(&st->latency, now_ns - b->calls[i].t_ns);
+                metrics_hist_record(send_hist, now_ns - b->calls[i].t_ns);
             }
+        }
+        if (b->err == VARLOG_OK)
             stats_add_log_stream(st, app->topic_id, b->metas[0].log_stream_id, b->n_records,
                                  b->bytes);
-        }
         stats_add_outcome(st, res->outcome, b->n_calls, b->n_records, b->bytes);
         for (uint32_t i = 0; i < b->n_calls; i++) {
             const app_call_t *call = &b->calls[i];

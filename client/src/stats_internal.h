@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "histogram.h"
+#include "metrics.h"
 #include "varlog/client.h"
 #include "varlog/stats.h"
 
@@ -38,6 +39,8 @@ typedef struct client_stats {
      * stay counted. */
     vhist_t latency;
     bool latency_ok; /* vhist_init succeeded */
+    /* OpenTelemetry's messaging metrics, for varlog_stats_prometheus (metrics.h). */
+    client_metrics_t metrics;
     /* Subscriptions already closed (client mu): their counts are folded in at unlink. */
     uint64_t closed_sub_entries, closed_sub_bytes;
 

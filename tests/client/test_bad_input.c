@@ -190,6 +190,24 @@ ROW(stats_json_no_len)
     varlog_stats_json_free(NULL);
     return rc != VARLOG_OK || ok ? rc : bi_broken("not a JSON document");
 }
+ROW(stats_prometheus_null_client)
+{
+    (void)e;
+    char *text = (char *)big;
+    size_t len = 9;
+    varlog_err_t rc = varlog_stats_prometheus(NULL, &text, &len);
+    return text == NULL && len == 0 ? rc : bi_broken("*text or *len not reset");
+}
+CALL(stats_prometheus_null_text, varlog_stats_prometheus(e->f.client, NULL, NULL))
+ROW(stats_prometheus_no_len)
+{
+    char *text = NULL;
+    varlog_err_t rc = varlog_stats_prometheus(e->f.client, &text, NULL);
+    bool ok = text && strncmp(text, "# HELP ", 7) == 0;
+    varlog_stats_prometheus_free(text);
+    varlog_stats_prometheus_free(NULL);
+    return rc != VARLOG_OK || ok ? rc : bi_broken("not a Prometheus text document");
+}
 
 /* ---- appenders ----------------------------------------------------------------------------- */
 
@@ -270,6 +288,7 @@ static const bi_row_t pure_rows[] = {
     R(varlog_append, "NULL client", INVAL, "client is NULL", append_null_client),
     R(varlog_client_stats, "NULL client, NULL out", INVAL, "NULL", client_stats_null),
     R(varlog_stats_json, "NULL client", INVAL, "NULL argument", stats_json_null_client),
+    R(varlog_stats_prometheus, "NULL client", INVAL, "NULL argument", stats_prometheus_null_client),
     R(varlog_appender_new, "NULL client", INVAL, "must not be NULL", appender_new_null_client),
     R(varlog_appender_append, "NULL appender", INVAL, "must not be NULL", app_append_null_app),
     R(varlog_appender_flush, "NULL", INVAL, "appender is NULL", app_flush_null),
@@ -333,6 +352,9 @@ static const bi_row_t open_rows[] = {
     R(varlog_stats_json, "NULL json", INVAL, "NULL argument", stats_json_null_json),
     R(varlog_stats_json, "NULL len", OK, OK, stats_json_no_len),
     R(varlog_stats_json_free, "NULL", OK, OK, stats_json_no_len),
+    R(varlog_stats_prometheus, "NULL text", INVAL, "NULL argument", stats_prometheus_null_text),
+    R(varlog_stats_prometheus, "NULL len", OK, OK, stats_prometheus_no_len),
+    R(varlog_stats_prometheus_free, "NULL", OK, OK, stats_prometheus_no_len),
     R(varlog_appender_new, "NULL out", INVAL, "must not be NULL", appender_new_null_out),
     R(varlog_appender_new, "topic 0", INVAL, "topic id 0", appender_new_topic_0),
     R(varlog_appender_new, "log stream -1", INVAL, "log stream id -1", appender_new_ls_neg),

@@ -123,6 +123,30 @@ VARLOG_API varlog_err_t varlog_stats_json(varlog_client_t *client, char **json, 
 /* Frees a document of varlog_stats_json. Accepts NULL. */
 VARLOG_API void varlog_stats_json_free(char *json);
 
+/*
+ * The client's metrics in the Prometheus text exposition format 0.0.4, for an application
+ * to serve on its own /metrics endpoint (the library opens no port; varlog-cli's
+ * --metrics-listen and examples/metrics_http.c show how). The names, units and attributes are
+ * OpenTelemetry's messaging semantic conventions v1.27.0 (messaging.client.sent.messages,
+ * messaging.client.operation.duration, ...) translated as OpenTelemetry translates to
+ * Prometheus (dots to underscores, a _seconds unit suffix, _total on counters), and the
+ * client's own under varlog_; docs/STATISTICS.md lists every one. Every family has HELP and
+ * TYPE lines; counters never go back; histograms' buckets are cumulative and end with +Inf
+ * equal to _count. One snapshot per call: each value is read once, after the last metric
+ * family's series were found, so the families agree as varlog_stats_get's fields do.
+ *
+ * *text receives a malloc'ed, NUL-terminated document (free it with
+ * varlog_stats_prometheus_free), *len (optional) its length without the NUL. Any thread,
+ * including the client's callbacks; does not block beyond the brief locks of varlog_stats_get
+ * and a read of the client's metadata; no network call. Valid until varlog_client_destroy
+ * begins. Errors: INVALID_ARG (NULL client or text), NOMEM.
+ */
+VARLOG_API varlog_err_t varlog_stats_prometheus(varlog_client_t *client, char **text,
+                                                size_t *len);
+
+/* Frees a document of varlog_stats_prometheus. Accepts NULL. */
+VARLOG_API void varlog_stats_prometheus_free(char *text);
+
 #ifdef __cplusplus
 }
 #endif
