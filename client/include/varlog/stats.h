@@ -141,8 +141,7 @@ VARLOG_API void varlog_stats_json_free(char *json);
  * and a read of the client's metadata; no network call. Valid until varlog_client_destroy
  * begins. Errors: INVALID_ARG (NULL client or text), NOMEM.
  */
-VARLOG_API varlog_err_t varlog_stats_prometheus(varlog_client_t *client, char **text,
-                                                size_t *len);
+VARLOG_API varlog_err_t varlog_stats_prometheus(varlog_client_t *client, char **text, size_t *len);
 
 /* Frees a document of varlog_stats_prometheus. Accepts NULL. */
 VARLOG_API void varlog_stats_prometheus_free(char *text);
