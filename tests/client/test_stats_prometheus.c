@@ -202,6 +202,59 @@ static void test_exposition_after_appends(void **state)
     cf_stop(&f);
 }
 
+/* Every family of a scrape is a row of docs/STATISTICS.md's metrics table with the same type,
+ * and every row is a family of the scrape: a metric added to the code without its row, or a
+ * row of a metric that is gone, fails. */
+static void test_families_match_the_doc(void **state)
+{
+    (void)state;
+    char rows[64][128];
+    size_t n_rows = 0;
+    FILE *fp = fopen(VARLOG_SOURCE_DIR "/docs/STATISTICS.md", "r");
+    assert_non_null(fp);
+    char line[2048];
+    bool in = false;
+    while (fgets(line, sizeof line, fp)) {
+        if (strstr(line, "<!-- metrics:begin -->"))
+            in = true;
+        if (strstr(line, "<!-- metrics:end -->"))
+            break;
+        char name[96], type[16];
+        if (in && sscanf(line, "| `%95[^`]` | %15[a-z] |", name, type) == 2) {
+            char row[128];
+            snprintf(row, sizeof row, "%s %s", name, type);
+            bool seen = false;
+            for (size_t i = 0; i < n_rows && !seen; i++)
+                seen = strcmp(rows[i], row) == 0;
+            if (!seen && n_rows < 64)
+                snprintf(rows[n_rows++], sizeof rows[0], "%s", row);
+        }
+    }
+    fclose(fp);
+    assert_true(n_rows > 10);
+
+    client_fixture_t f;
+    cf_start(&f, 1, 1, NULL);
+    char *text = scrape(f.client);
+    size_t n_families = 0;
+    for (const char *p = text; (p = strstr(p, "# TYPE ")); p += 7) {
+        char family[128];
+        char name[96], type[16];
+        assert_int_equal(sscanf(p + 7, "%95s %15s", name, type), 2);
+        snprintf(family, sizeof family, "%s %s", name, type);
+        bool documented = false;
+        for (size_t i = 0; i < n_rows && !documented; i++)
+            documented = strcmp(rows[i], family) == 0;
+        if (!documented)
+            fail_msg("family '%s' has no row in docs/STATISTICS.md's metrics table", family);
+        n_families++;
+    }
+    if (n_families != n_rows)
+        fail_msg("%zu families scraped, %zu rows documented", n_families, n_rows);
+    varlog_stats_prometheus_free(text);
+    cf_stop(&f);
+}
+
 static void test_label_values_escaped(void **state)
 {
     (void)state;
@@ -221,6 +274,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exposition_after_appends),
+        cmocka_unit_test(test_families_match_the_doc),
         cmocka_unit_test(test_label_values_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
