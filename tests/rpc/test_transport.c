@@ -12,6 +12,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "rpc_client.h"
 #include "test_service.h"
 #include "test_support.h"
@@ -501,6 +506,70 @@ static void test_client_destroy_ends_live_streams(void **state)
     assert_true(test_wait_until(svc_calls_done, f, 5000));
 }
 
+/* ---- connection state ------------------------------------------------------------------ */
+
+typedef struct ready_wait {
+    rpc_client_t *client;
+    const char *target;
+} ready_wait_t;
+
+static bool target_ready(void *arg)
+{
+    ready_wait_t *w = arg;
+    return rpc_client_target_ready(w->client, w->target);
+}
+
+static bool target_not_ready(void *arg)
+{
+    return !target_ready(arg);
+}
+
+/* rpc_client_target_ready: true for a connection that is up, false for an address without
+ * a channel, for one that accepts TCP but never speaks HTTP/2 (a node that does not answer:
+ * the channel stays short of READY however long a call waits on it), and once the server
+ * went away. It only looks: asking about an address opens nothing. */
+static void test_target_ready(void **state)
+{
+    struct fixture *f = *state;
+    assert_false(rpc_client_target_ready(NULL, f->svc.addr));
+    assert_false(rpc_client_target_ready(f->client, NULL));
+    assert_false(rpc_client_target_ready(f->client, f->svc.addr)); /* no channel yet */
+    assert_int_equal(rpc_client_channel_count(f->client), 0);
+
+    request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
+    ProtobufCMessage *resp = NULL;
+    assert_int_equal(
+        rpc_unary(f->client, f->svc.addr, UNARY, &req.base, response_desc, 5000, &resp, NULL),
+        VARLOG_OK);
+    free_msg(resp);
+    ready_wait_t up = {f->client, f->svc.addr};
+    assert_true(test_wait_until(target_ready, &up, 5000));
+
+    /* A listener whose connections are never read: TCP connects, HTTP/2 never does. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, len), 0);
+    assert_int_equal(listen(fd, 8), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    char mute[64];
+    snprintf(mute, sizeof(mute), "127.0.0.1:%d", ntohs(sa.sin_port));
+    rpc_stream_opts_t o = stream_opts(RPC_STREAM_SERVER, 8);
+    rpc_stream_t *s = NULL;
+    assert_int_equal(rpc_stream_open(f->client, mute, SERVER_STREAM, &o, &req.base, &s), VARLOG_OK);
+    ready_wait_t silent = {f->client, mute};
+    /* what a subscription waits before it takes a quiet stream for a working one */
+    if (test_wait_until(target_ready, &silent, 1500))
+        fail_msg("%s counted as connected though it never spoke HTTP/2", mute);
+    rpc_stream_destroy(s);
+    close(fd);
+
+    svc_stop(&f->svc);
+    assert_true(test_wait_until(target_not_ready, &up, 10000));
+    assert_int_equal(svc_start(&f->svc, 0), VARLOG_OK); /* for the teardown */
+}
+
 static void test_stream_open_bad_arguments(void **state)
 {
     rpc_stream_opts_t o = stream_opts(RPC_STREAM_BIDI, 0);
@@ -578,6 +647,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_server_stops_mid_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_destroy_ends_live_streams, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_target_ready, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_open_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_repeated_client_open_close, setup, teardown),
     };
