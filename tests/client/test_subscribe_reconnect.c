@@ -243,6 +243,11 @@ static void test_outage_outlasts_count_iter(void **state)
     outage_outlasts_count(true);
 }
 
+static bool clock_passed(void *arg)
+{
+    return test_now_ms() >= *(const int64_t *)arg;
+}
+
 /* ---- the time bound ----------------------------------------------------------------------- */
 
 /* Every Subscribe call fails: the subscription ends with the last failure once
@@ -281,6 +286,10 @@ static void timeout_ends(bool iter)
     assert_int_equal(h.log_stream_id, 1);
     assert_true(h.down_ms >= limit);
     assert_contains(h.last_failure, INJECTED, "last_failure");
+    /* down_ms stops growing once the subscription ended */
+    int64_t later = test_now_ms() + 30;
+    assert_true(test_wait_until(clock_passed, &later, 1000));
+    assert_int_equal(health().down_ms, h.down_ms);
     stu_close(&T.sink, &T.sub);
     if (!iter)
         assert_int_equal(T.sink.errors, 1);

@@ -178,6 +178,47 @@ static void test_idle_tail_is_not_a_stall(void **state)
     cf_stop(&f);
 }
 
+/* A log stream in an outage whose new stream hangs on a live connection while the merge
+ * waits for it (log stream 2 already gave a later GLSN) makes no progress by staying open
+ * (varlog/subscribe.h, "How long it waits"): with stall detection off, the outage that its
+ * first stream's failure began goes on past the second a quiet stream needs elsewhere, and
+ * subscribe.retry.timeout.ms ends the subscription with that failure. */
+static void test_hung_stream_is_no_progress(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "subscribe.stall.timeout.ms", "0", "subscribe.retry.timeout.ms", "2000",
+             "subscribe.retry.backoff.ms", "1", "subscribe.retry.backoff.max.ms", "5", NULL);
+    varlog_server_t *hung = hung_server();
+    assert_int_equal(varlog_server_fail_next(hung, PATH_SUBSCRIBE, 14, "injected unavailable", 1),
+                     VARLOG_OK);
+    append_one(f.client, 1, "one");
+    append_one(f.client, 2, "two");
+    redirect(varlog_server_address(hung), 1, 2); /* the first fails, the second hangs */
+    varlog_subscription_t *sub = NULL;
+    int64_t t0 = test_now_ms();
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 3, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    varlog_err_t rc = VARLOG_ERR_TIMED_OUT;
+    int64_t deadline = t0 + 2000 + cf_wait_bound_ms();
+    while (rc == VARLOG_ERR_TIMED_OUT && test_now_ms() < deadline)
+        rc = varlog_subscription_next(sub, 100, &e);
+    int64_t took = test_now_ms() - t0;
+    if (rc != VARLOG_ERR_RPC_UNAVAILABLE)
+        fail_msg("%s after %lld ms (%s): the hung stream was taken for progress",
+                 varlog_err_name(rc), (long long)took, varlog_last_error());
+    if (!strstr(varlog_last_error(), "subscribe.retry.timeout.ms 2000") ||
+        !strstr(varlog_last_error(), "injected unavailable"))
+        fail_msg("the failure \"%s\" does not name the bound and the last failure",
+                 varlog_last_error());
+    assert_true(took >= 2000);
+    assert_int_equal(redirected(), 2);
+    assert_int_equal(varlog_server_call_count(hung, PATH_SUBSCRIBE), 2);
+    varlog_subscription_close(&sub);
+    varlog_server_destroy(hung);
+    cf_stop(&f);
+}
+
 typedef struct sub_calls {
     varlog_server_t *srv;
     uint64_t want;
@@ -235,6 +276,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stalled_stream_is_reopened),
         cmocka_unit_test(test_stall_detection_off),
         cmocka_unit_test(test_idle_tail_is_not_a_stall),
+        cmocka_unit_test(test_hung_stream_is_no_progress),
         cmocka_unit_test(test_iterator_reopens_unpolled),
     };
     if (argc > 1)
