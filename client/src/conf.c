@@ -189,6 +189,17 @@ static const conf_property_t props[] = {
              "Longest a busy subscription's consumer waits for subscribe.wakeup.entries "
              "messages: the most latency the batching adds, only while entries stream in. 0 "
              "turns the batching off."),
+    BOOL_PROP("subscribe.stage.timing", subscribe_stage_timing, "false",
+              "Subscriptions time each entry's four stages on the subscribe path (response "
+              "arrival -> the subscription's queue -> the merge's hand-out -> the handler or "
+              "varlog_subscription_next's caller -> the handler's return) for the stage "
+              "percentiles of the statistics, the receive and process durations of "
+              "varlog_stats_prometheus and the observer of "
+              "varlog_conf_set_subscribe_observer (docs/STATISTICS.md). It costs five clock "
+              "reads per entry (one on gRPC's thread, four on the consumer's) and a few "
+              "histogram records: see docs/STATISTICS.md for the measured cost. false reads "
+              "no clock per entry and leaves those fields at 0; entries are counted either "
+              "way."),
     INT_PROP("retry.workers", retry_workers, "8", 1, 256, "threads",
              "Worker threads that run append retries."),
     INT_PROP("lookup.batch.size", lookup_batch_size, "8", 0, 100, "keys",
@@ -774,6 +785,15 @@ void varlog_conf_set_stats_cb(varlog_conf_t *conf, varlog_stats_cb *cb, void *op
         return;
     conf->stats_cb = cb;
     conf->stats_opaque = opaque;
+}
+
+void varlog_conf_set_subscribe_observer(varlog_conf_t *conf, varlog_subscribe_observer_cb *cb,
+                                        void *opaque)
+{
+    if (!conf)
+        return;
+    conf->subscribe_observer = cb;
+    conf->subscribe_observer_opaque = opaque;
 }
 
 const char *varlog_conf_property_name(size_t i)

@@ -41,6 +41,9 @@ struct varlog_conf {
     int64_t subscribe_stall_timeout_ms; /* 0 = never */
     int64_t subscribe_wakeup_entries;   /* 1 = wake at every entry */
     int64_t subscribe_wakeup_wait_us;   /* 0 = no batching of wake-ups */
+    bool subscribe_stage_timing;        /* clock reads per entry for the stage timings */
+    varlog_subscribe_observer_cb *subscribe_observer; /* NULL = none */
+    void *subscribe_observer_opaque;
     int64_t retry_workers;
     int64_t lookup_batch_size; /* 0 = batching off */
     int64_t lookup_batch_wait_ms;

@@ -31,7 +31,14 @@ bool stats_init(client_stats_t *s, const varlog_conf_t *conf)
     pthread_mutex_init(&s->mu, NULL);
     wire_cond_init(&s->wake);
     s->latency_ok = vhist_init(&s->latency, 0) == 0;
-    return s->latency_ok;
+    if (!s->latency_ok)
+        return false;
+    if (conf->subscribe_stage_timing) {
+        s->stage_ok = true;
+        for (size_t i = 0; i < METRICS_STAGES; i++)
+            s->stage_ok = vhist_init(&s->stage[i], 0) == 0 && s->stage_ok;
+    }
+    return !conf->subscribe_stage_timing || s->stage_ok; /* the client's cleanup calls fini */
 }
 
 void stats_fini(client_stats_t *s)
@@ -39,6 +46,9 @@ void stats_fini(client_stats_t *s)
     if (s->latency_ok)
         vhist_destroy(&s->latency);
     s->latency_ok = false;
+    for (size_t i = 0; i < METRICS_STAGES; i++)
+        vhist_destroy(&s->stage[i]); /* one whose init failed (or never ran) is empty */
+    s->stage_ok = false;
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
 }
@@ -151,6 +161,25 @@ varlog_err_t varlog_stats_get(varlog_client_t *c, varlog_stats_t *out)
     }
     out->metadata_fetches = get(&c->stats.metadata_fetches);
     out->reconnects = rpc_client_reconnects(c->rpc);
+
+    if (s->stage_ok) {
+        varlog_stats_stage_t *st[METRICS_STAGES] = {
+            [METRICS_STAGE_ENQUEUE] = &out->subscribe_enqueue,
+            [METRICS_STAGE_TRANSMIT_QUEUE] = &out->subscribe_transmit_queue,
+            [METRICS_STAGE_DISPATCH] = &out->subscribe_dispatch,
+            [METRICS_STAGE_HANDLER] = &out->subscribe_handler};
+        for (size_t i = 0; i < METRICS_STAGES; i++) {
+            const vhist_t *h = &s->stage[i];
+            st[i]->count = vhist_count(h);
+            if (st[i]->count > 0) {
+                st[i]->p50_ns = (uint64_t)vhist_percentile(h, 50);
+                st[i]->p90_ns = (uint64_t)vhist_percentile(h, 90);
+                st[i]->p99_ns = (uint64_t)vhist_percentile(h, 99);
+                st[i]->p999_ns = (uint64_t)vhist_percentile(h, 99.9);
+                st[i]->max_ns = (uint64_t)vhist_max(h);
+            }
+        }
+    }
 
     if (s->latency_ok) {
         const vhist_t *h = &s->latency;

@@ -39,6 +39,10 @@ typedef struct client_stats {
      * stay counted. */
     vhist_t latency;
     bool latency_ok; /* vhist_init succeeded */
+    /* Subscribe stage timings (subscribe.stage.timing), ns, by metrics_stage_t: recorded by
+     * every subscription's consumer, lock-free. Allocated only with the property on. */
+    vhist_t stage[METRICS_STAGES];
+    bool stage_ok; /* vhist_init of all four succeeded */
     /* OpenTelemetry's messaging metrics, for varlog_stats_prometheus (metrics.h). */
     client_metrics_t metrics;
     /* Subscriptions already closed (client mu): their counts are folded in at unlink. */

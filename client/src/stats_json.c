@@ -31,6 +31,14 @@ static bool put_latency(cJSON *root, const varlog_stats_latency_t *l)
            put_u64(o, "p99_9", l->p999_us) && put_u64(o, "max", l->max_us);
 }
 
+static bool put_stage(cJSON *root, const char *name, const varlog_stats_stage_t *l)
+{
+    cJSON *o = cJSON_AddObjectToObject(root, name);
+    return o && put_u64(o, "count", l->count) && put_u64(o, "p50", l->p50_ns) &&
+           put_u64(o, "p90", l->p90_ns) && put_u64(o, "p99", l->p99_ns) &&
+           put_u64(o, "p99_9", l->p999_ns) && put_u64(o, "max", l->max_ns);
+}
+
 static bool put_log_streams(cJSON *root, const varlog_stats_t *st)
 {
     cJSON *arr = cJSON_AddArrayToObject(root, "log_streams");
@@ -74,7 +82,11 @@ static bool fill(cJSON *r, const varlog_stats_t *st)
            put_u64(r, "subscriptions", st->subscriptions) &&
            put_u64(r, "subscribe_entries", st->subscribe_entries) &&
            put_u64(r, "subscribe_bytes", st->subscribe_bytes) &&
-           put_u64(r, "subscribe_lag", st->subscribe_lag) && put_log_streams(r, st) &&
+           put_u64(r, "subscribe_lag", st->subscribe_lag) &&
+           put_stage(r, "subscribe_enqueue_ns", &st->subscribe_enqueue) &&
+           put_stage(r, "subscribe_transmit_queue_ns", &st->subscribe_transmit_queue) &&
+           put_stage(r, "subscribe_dispatch_ns", &st->subscribe_dispatch) &&
+           put_stage(r, "subscribe_handler_ns", &st->subscribe_handler) && put_log_streams(r, st) &&
            put_u64(r, "log_streams_untracked_records", st->log_streams_untracked_records) &&
            put_u64(r, "log_streams_untracked_bytes", st->log_streams_untracked_bytes);
 }

@@ -184,7 +184,13 @@ static void *sub_thread(void *arg)
     for (;;) {
         varlog_err_t err = sub_step(sub, -1, &e);
         if (err == VARLOG_OK) {
+            if (!sub->timing) {
+                h->on_entry(&e, h->opaque);
+                continue;
+            }
+            int64_t handed = stats_now_ns();
             h->on_entry(&e, h->opaque);
+            sub_stages_note(sub, &e, handed, stats_now_ns() - handed);
             continue;
         }
         if (err == VARLOG_ERR_END) {
@@ -272,6 +278,9 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     sub->wakeup_entries = (unsigned)wake;
     sub->wakeup_wait_us = c->conf->subscribe_wakeup_wait_us;
     sub->retry_timeout_ms = c->conf->subscribe_retry_timeout_ms;
+    sub->timing = c->conf->subscribe_stage_timing;
+    sub->observer = c->conf->subscribe_observer;
+    sub->observer_opaque = c->conf->subscribe_observer_opaque;
 
     md_view_t *view = md_current(c);
     err = sub_add_log_streams(sub, view);
@@ -417,6 +426,9 @@ varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeou
     pthread_mutex_unlock(&sub->mu);
     int64_t deadline = timeout_ms < 0 ? -1 : wire_deadline_ms(timeout_ms);
     varlog_err_t err = sub_step(sub, deadline, entry);
+    /* Inside the call (in_next held): a close from another thread waits for the observer. */
+    if (err == VARLOG_OK && sub->timing)
+        sub_stages_note(sub, entry, stats_now_ns(), -1);
     pthread_mutex_lock(&sub->mu);
     if (--sub->in_next == 0)
         pthread_cond_broadcast(&sub->idle);

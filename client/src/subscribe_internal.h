@@ -48,7 +48,11 @@ typedef struct sub_ls {
     int64_t opened_ms;      /* rpc (or the stream the retry opens) was opened then */
     varlog_err_t last_err;  /* its latest failure, and its text: "at ADDR: ERR: reason" */
     char last_why[256];
-    uint64_t last_pos;      /* position of the last entry received (0 = none yet) */
+    uint64_t last_pos;        /* position of the last entry received (0 = none yet) */
+    metrics_series_t *series; /* its (topic, log stream) metrics, looked up once */
+    /* subscribe.stage.timing: the head's arrival (the stream's stamp on gRPC's thread) and
+     * when it went into the merge's queue (CLOCK_MONOTONIC ns). */
+    int64_t head_arrival_ns, head_queued_ns;
     wire_scratch_t scratch; /* a message received in several slices, laid out flat */
     char decode_why[128];   /* why the last message could not be read */
     struct sub_ls *work;    /* the consumer's copy of the news list */
@@ -99,6 +103,13 @@ struct varlog_subscription {
     unsigned wakeup_entries;  /* subscribe.wakeup.entries, at most subscribe.prefetch.entries */
     int64_t wakeup_wait_us;   /* subscribe.wakeup.wait.us */
     uint64_t since_sleep;     /* entries delivered since the consumer last slept */
+    bool timing;              /* subscribe.stage.timing */
+    varlog_subscribe_observer_cb *observer; /* varlog_conf_set_subscribe_observer (timing only) */
+    void *observer_opaque;
+    /* The entry handed out last (consumer, with timing): its stamps, taken_ns being the
+     * merge's hand-out, and its log stream's series. */
+    int64_t d_arrival_ns, d_queued_ns, d_taken_ns;
+    metrics_series_t *d_series;
     /* Counters the consumer alone writes, read by varlog_subscription_stats: relaxed atomic
      * stores cost a plain store, so they are exact after every entry at no cost. */
     atomic_uint_fast64_t n_entries, n_bytes, n_duplicates, n_next;
@@ -179,6 +190,15 @@ int64_t sub_outage_delay_ns(const varlog_subscription_t *sub, const sub_ls_t *ls
 
 /* The subscription ended (END or a failure): varlog_subscription_health's down_ms stops. */
 void sub_outage_ended(varlog_subscription_t *sub);
+
+/* subscribe_stages.c: stage timings (subscribe.stage.timing) */
+
+/* The entry e that sub_step handed out last reached the application at handed_ns (the clock
+ * read just before the handler's call or varlog_subscription_next's return); its handler
+ * took handler_ns (-1: iterator form). Records the stages into the client's histograms and
+ * e's series, then calls the observer. Consumer only, with sub->timing, no lock held. */
+void sub_stages_note(varlog_subscription_t *sub, const varlog_entry_t *e, int64_t handed_ns,
+                     int64_t handler_ns);
 
 /* subscribe.c */
 void sub_ref(varlog_subscription_t *sub);

@@ -351,7 +351,8 @@ static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t
                            .recv_window_bytes = (size_t)c->conf->subscribe_prefetch_bytes,
                            .timeout_ms = -1,
                            .notify = ls_notify,
-                           .notify_arg = ls};
+                           .notify_arg = ls,
+                           .stamp_arrivals = sub->timing};
     Varlog__Snpb__SubscribeRequest g = VARLOG__SNPB__SUBSCRIBE_REQUEST__INIT;
     Varlog__Snpb__SubscribeToRequest l = VARLOG__SNPB__SUBSCRIBE_TO_REQUEST__INIT;
     const ProtobufCMessage *req;
@@ -412,7 +413,7 @@ static void pull(varlog_subscription_t *sub, sub_ls_t *ls)
 {
     while (!ls->has_head && ls->rpc && sub->result == VARLOG_OK) {
         grpc_byte_buffer *bb = NULL;
-        varlog_err_t err = rpc_stream_recv_buffer(ls->rpc, 0, &bb);
+        varlog_err_t err = rpc_stream_recv_buffer_at(ls->rpc, 0, &bb, &ls->head_arrival_ns);
         if (err == VARLOG_ERR_TIMED_OUT)
             return;
         if (err != VARLOG_OK) {
@@ -451,6 +452,8 @@ static void pull(varlog_subscription_t *sub, sub_ls_t *ls)
         if (ls->failures || ls->down_since_ms)
             sub_outage_progress(sub, ls);
         (void)tq_push(sub->heap, pos, (uintptr_t)ls); /* room for every log stream */
+        if (sub->timing)
+            ls->head_queued_ns = stats_now_ns();
     }
 }
 
@@ -481,6 +484,7 @@ static varlog_err_t add_ls(varlog_subscription_t *sub, int32_t id)
         return VARLOG_ERR_NOMEM;
     ls->sub = sub;
     ls->log_stream_id = id;
+    ls->series = metrics_series_get(&sub->c->cstats.metrics, sub->topic_id, id);
     atomic_init(&ls->last_recv_ms, wire_now_ms());
     sub->ls[sub->n_ls++] = ls;
     pthread_mutex_lock(&sub->mu);
@@ -740,6 +744,13 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 tq_pop_min(sub->heap, NULL);
                 ls->has_head = false;
                 sub->delivered = ls;
+                metrics_series_consumed(ls->series, 1);
+                if (sub->timing) {
+                    sub->d_taken_ns = stats_now_ns();
+                    sub->d_arrival_ns = ls->head_arrival_ns;
+                    sub->d_queued_ns = ls->head_queued_ns;
+                    sub->d_series = ls->series;
+                }
                 out->meta = ls->head.meta;
                 out->meta.topic_id = sub->topic_id;
                 out->meta.log_stream_id = ls->log_stream_id;

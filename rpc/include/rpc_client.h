@@ -87,6 +87,10 @@ typedef struct rpc_stream_opts {
      * while the buffered messages hold fewer, so a message larger than the bound still gets
      * through, alone. */
     size_t recv_window_bytes;
+    /* Keep each received message's arrival: a CLOCK_MONOTONIC read (ns) on the I/O thread as
+     * its receive completes, before the notify hook, returned by rpc_stream_recv_buffer_at.
+     * Off: no clock read per message. */
+    bool stamp_arrivals;
 } rpc_stream_opts_t;
 
 /* Opens a call. request (borrowed) is required for RPC_STREAM_SERVER and, for
@@ -126,6 +130,11 @@ varlog_err_t rpc_stream_recv(rpc_stream_t *s, int64_t timeout_ms, ProtobufCMessa
  * the caller (grpc_byte_buffer_destroy). For callers that decode a hot message themselves;
  * one that finds the message malformed calls rpc_stream_fail_decode. */
 varlog_err_t rpc_stream_recv_buffer(rpc_stream_t *s, int64_t timeout_ms, grpc_byte_buffer **bb);
+
+/* As rpc_stream_recv_buffer, and on OK *arrival_ns (optional) receives the message's arrival
+ * time when the stream was opened with stamp_arrivals (left alone otherwise). */
+varlog_err_t rpc_stream_recv_buffer_at(rpc_stream_t *s, int64_t timeout_ms, grpc_byte_buffer **bb,
+                                       int64_t *arrival_ns);
 
 /* Fails the stream with DECODE (its sticky error) and cancels the call. Any thread. */
 void rpc_stream_fail_decode(rpc_stream_t *s);

@@ -40,6 +40,10 @@ struct rpc_stream {
     bool recv_armed, recv_eof;
     bb_fifo_t received;
     size_t received_bytes; /* of the messages in `received`, counted with recv_window_bytes */
+    /* opts.stamp_arrivals: the arrival time (ns) of each message of `received`, in the same
+     * order, in a ring grown by doubling (once it holds the receive window, never again). */
+    int64_t *arrivals;
+    size_t arrivals_cap, arrivals_head;
 
     /* status */
     grpc_metadata_array trailing_md;
@@ -53,6 +57,7 @@ static void stream_free(rpc_stream_t *s)
 {
     bb_fifo_clear(&s->to_send);
     bb_fifo_clear(&s->received);
+    free(s->arrivals);
     if (s->in_flight)
         grpc_byte_buffer_destroy(s->in_flight);
     if (s->recv_bb)
@@ -233,6 +238,30 @@ static void on_send_done(struct rpc_tag *tag, bool ok)
     after_event(s, false);
 }
 
+/* Notes the arrival of the message about to join `received` (at its index there). false
+ * when the ring could not grow. */
+static bool stamp_arrival_locked(rpc_stream_t *s)
+{
+    size_t n = s->received.count;
+    if (n == s->arrivals_cap) {
+        size_t cap = s->arrivals_cap ? s->arrivals_cap * 2 : 8;
+        int64_t *a = malloc(cap * sizeof(*a));
+        if (!a)
+            return false;
+        for (size_t i = 0; i < n; i++)
+            a[i] = s->arrivals[(s->arrivals_head + i) % s->arrivals_cap];
+        free(s->arrivals);
+        s->arrivals = a;
+        s->arrivals_cap = cap;
+        s->arrivals_head = 0;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    s->arrivals[(s->arrivals_head + n) % s->arrivals_cap] =
+        (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return true;
+}
+
 static void on_recv_done(struct rpc_tag *tag, bool ok)
 {
     rpc_stream_t *s = VARLOG_CONTAINER_OF(tag, rpc_stream_t, recv_tag);
@@ -242,7 +271,8 @@ static void on_recv_done(struct rpc_tag *tag, bool ok)
     s->recv_armed = false;
     if (ok && s->recv_bb) {
         size_t len = s->opts.recv_window_bytes > 0 ? grpc_byte_buffer_length(s->recv_bb) : 0;
-        if (bb_fifo_push(&s->received, s->recv_bb)) {
+        if ((!s->opts.stamp_arrivals || stamp_arrival_locked(s)) &&
+            bb_fifo_push(&s->received, s->recv_bb)) {
             s->received_bytes += len;
         } else {
             grpc_byte_buffer_destroy(s->recv_bb);
@@ -521,6 +551,12 @@ void rpc_stream_fail_decode(rpc_stream_t *s)
 
 varlog_err_t rpc_stream_recv_buffer(rpc_stream_t *s, int64_t timeout_ms, grpc_byte_buffer **out)
 {
+    return rpc_stream_recv_buffer_at(s, timeout_ms, out, NULL);
+}
+
+varlog_err_t rpc_stream_recv_buffer_at(rpc_stream_t *s, int64_t timeout_ms, grpc_byte_buffer **out,
+                                       int64_t *arrival_ns)
+{
     if (!s || !out)
         return VARLOG_ERR_INVALID_ARG;
     *out = NULL;
@@ -531,6 +567,11 @@ varlog_err_t rpc_stream_recv_buffer(rpc_stream_t *s, int64_t timeout_ms, grpc_by
     for (;;) {
         grpc_byte_buffer *bb = bb_fifo_pop(&s->received);
         if (bb) {
+            if (s->opts.stamp_arrivals) {
+                if (arrival_ns)
+                    *arrival_ns = s->arrivals[s->arrivals_head];
+                s->arrivals_head = (s->arrivals_head + 1) % s->arrivals_cap;
+            }
             if (s->opts.recv_window_bytes > 0)
                 s->received_bytes -= grpc_byte_buffer_length(bb);
             bool start = reserve_recv_locked(s);

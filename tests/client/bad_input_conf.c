@@ -182,6 +182,18 @@ ROW(conf_set_cbs_null)
     varlog_conf_set_stats_cb(NULL, NULL, NULL);
     return VARLOG_OK;
 }
+/* A NULL conf is ignored; a NULL observer removes one (no call without stage timing). */
+ROW(conf_set_observer_null)
+{
+    (void)e;
+    varlog_conf_set_subscribe_observer(NULL, NULL, NULL);
+    varlog_conf_t *conf = varlog_conf_new();
+    if (!conf)
+        return bi_broken("varlog_conf_new gave NULL");
+    varlog_conf_set_subscribe_observer(conf, NULL, NULL);
+    varlog_conf_destroy(conf);
+    return VARLOG_OK;
+}
 CALL(conf_property_past_end,
      varlog_conf_property_name(SIZE_MAX) ? bi_broken("a name past the table") : VARLOG_OK)
 ROW(conf_property_end)
@@ -292,6 +304,8 @@ static const bi_row_t conf_rows[] = {
     R(varlog_conf_destroy, "NULL", OK, OK, conf_new_dup_destroy),
     R(varlog_conf_set_log_cb, "NULL conf", OK, OK, conf_set_cbs_null),
     R(varlog_conf_set_stats_cb, "NULL conf", OK, OK, conf_set_cbs_null),
+    R(varlog_conf_set_subscribe_observer, "NULL conf, NULL observer", OK, OK,
+      conf_set_observer_null),
     R(varlog_conf_property_name, "SIZE_MAX", OK, OK, conf_property_past_end),
     R(varlog_conf_property_name, "just past the end", OK, OK, conf_property_end),
     R(varlog_client_new, "NULL conf pointer", INVAL, "must not be NULL", client_new_null_conf_ptr),

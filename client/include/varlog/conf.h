@@ -64,6 +64,15 @@ VARLOG_API void varlog_conf_set_log_cb(varlog_conf_t *conf, varlog_log_cb *cb, v
  * made from conf lives. Does not block. Accepts a NULL conf (does nothing). */
 VARLOG_API void varlog_conf_set_stats_cb(varlog_conf_t *conf, varlog_stats_cb *cb, void *opaque);
 
+/* Calls cb once per entry every subscription of a client made from conf delivers, with the
+ * entry's position and its four stage durations, while subscribe.stage.timing is true (with
+ * it false cb is never called). See varlog_subscribe_observer_cb in varlog/stats.h for the
+ * thread and what cb may do. NULL removes it. opaque is passed through untouched; it must
+ * stay valid for as long as a client made from conf lives. Does not block. Accepts a NULL
+ * conf (does nothing). */
+VARLOG_API void varlog_conf_set_subscribe_observer(varlog_conf_t *conf,
+                                                   varlog_subscribe_observer_cb *cb, void *opaque);
+
 /* Iterates the property table: the name of property i (0-based) or NULL past the end.
  * For tools that list or dump the configuration. Static strings; any thread. */
 VARLOG_API const char *varlog_conf_property_name(size_t i);

@@ -47,6 +47,15 @@ typedef struct varlog_stats_latency {
     uint64_t p50_us, p90_us, p99_us, p999_us, max_us;
 } varlog_stats_latency_t;
 
+/* One stage of the subscribe path (subscribe.stage.timing; varlog/subscribe.h says where each
+ * begins and ends), over every entry the client's subscriptions delivered, in nanoseconds:
+ * nearest-rank percentiles within 0.4 % (a log-linear histogram). All zero before the first
+ * entry timed, and always with subscribe.stage.timing false. */
+typedef struct varlog_stats_stage {
+    uint64_t count; /* entries timed */
+    uint64_t p50_ns, p90_ns, p99_ns, p999_ns, max_ns;
+} varlog_stats_stage_t;
+
 typedef struct varlog_stats {
     int64_t ts_ms;     /* wall clock when taken, ms since the Unix epoch */
     int64_t uptime_ms; /* since varlog_client_new began opening the client */
@@ -87,6 +96,15 @@ typedef struct varlog_stats {
     uint64_t subscribe_bytes;
     uint64_t subscribe_lag;
 
+    /* Subscribe stage timings, per client (subscribe.stage.timing): response arrival -> the
+     * subscription's queue; waited there until the merge took it; merge hand-out -> the
+     * handler or varlog_subscription_next's caller has it; the handler's own time (handler
+     * form only). */
+    varlog_stats_stage_t subscribe_enqueue;
+    varlog_stats_stage_t subscribe_transmit_queue;
+    varlog_stats_stage_t subscribe_dispatch;
+    varlog_stats_stage_t subscribe_handler;
+
     /* Per log stream, in the order they were first appended to. */
     uint32_t n_log_streams; /* entries of log_streams filled */
     uint64_t log_streams_untracked_records, log_streams_untracked_bytes;
@@ -111,6 +129,35 @@ VARLOG_API varlog_err_t varlog_stats_get(varlog_client_t *client, varlog_stats_t
  * varlog_client_destroy returned (destroy joins the thread first).
  */
 typedef void varlog_stats_cb(const char *json, size_t len, void *opaque);
+
+/* One entry's way through the subscribe path, for the observer of
+ * varlog_conf_set_subscribe_observer. Durations in ns (CLOCK_MONOTONIC; varlog/subscribe.h
+ * says where each clock read is). */
+typedef struct varlog_subscribe_stages {
+    int32_t topic_id;
+    int32_t log_stream_id;
+    uint64_t glsn; /* 0 for varlog_subscribe_to, whose node does not send it */
+    uint64_t llsn;
+    int64_t enqueue_ns;        /* response arrival -> in the subscription's queue */
+    int64_t transmit_queue_ns; /* waited in that queue until the merge took it */
+    int64_t dispatch_ns;       /* merge hand-out -> the handler or next()'s caller has it */
+    int64_t handler_ns;        /* the handler's own time; -1 in the iterator form */
+} varlog_subscribe_stages_t;
+
+/*
+ * The subscribe observer: called once per entry a subscription delivers, only while
+ * subscribe.stage.timing is true, with no library lock held. stages is valid during the call
+ * only. Thread: in the handler form, the subscription's own thread ("varlog-sub"), right
+ * after on_entry returned; in the iterator form, the thread calling varlog_subscription_next,
+ * inside that call, just before it returns the entry. Calls for one subscription never
+ * overlap; calls for different subscriptions may run at once on their threads. It delays
+ * its subscription's next entry as a handler does (its own time lands in no stage of this
+ * entry), so it should only record and return. It may call library functions that a
+ * handler may (varlog_stats_get, varlog_subscription_stats, appends), but not
+ * varlog_subscription_next or varlog_subscription_close on the subscription it observes, nor
+ * varlog_client_destroy. It returns nothing: the library does not look at what it did.
+ */
+typedef void varlog_subscribe_observer_cb(const varlog_subscribe_stages_t *stages, void *opaque);
 
 /*
  * The snapshot as the periodic emit writes it: one JSON document, malloc'ed and

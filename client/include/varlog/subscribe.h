@@ -55,6 +55,24 @@
  * (nothing reported). Handler form: on the subscription's thread; iterator form: on the
  * caller of varlog_subscription_next.
  *
+ * Stage timing (subscribe.stage.timing, false by default): each entry delivered is timed in
+ * four stages, for the statistics (varlog_stats_t.subscribe_*, per client), the receive and
+ * process durations per (topic, log stream) of varlog_stats_prometheus, and the observer of
+ * varlog_conf_set_subscribe_observer. The clock (CLOCK_MONOTONIC) is read:
+ *   a. on gRPC's I/O thread as the entry's message arrives, before it joins its log
+ *      stream's receive buffer;
+ *   b. on the consumer when the merge takes it from that buffer, decoded, into its queue of
+ *      one head per log stream (the transmit queue, transmit_queue.h);
+ *   c. when the merge hands it out: the least head is the wanted position;
+ *   d. just before the handler is called (handler form), or just before
+ *      varlog_subscription_next returns it (iterator form);
+ *   e. when the handler returned (handler form).
+ * enqueue = b - a (its wait behind the earlier entries of its log stream, and its decoding);
+ * transmit_queue = c - b (its wait for the positions before it, from other log streams, and
+ * for the handlers of earlier entries); dispatch = d - c; handler = e - d (handler form
+ * only). With the property false none of these reads is made: no clock read per entry.
+ * Entries delivered are counted per (topic, log stream) either way.
+ *
  * Threads and locks: handlers run one at a time on the subscription's thread, never on
  * gRPC's threads and never with a library lock held; they may call any function of the
  * library, including varlog_subscription_close on their own subscription.
