@@ -189,6 +189,9 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
      * it first is judged as any other). */
     bool at_deadline =
         lane->st.cancel == APP_CANCEL_DELIVERY && err == VARLOG_ERR_RPC_CANCELLED && !closing;
+    /* The close's own cancel (or its giving up on a stream that would not end), not the
+     * transport's: say so rather than "rpc cancelled". */
+    bool closed_by_us = closing && (err == VARLOG_ERR_RPC_CANCELLED || err == VARLOG_ERR_CLOSED);
     int64_t now = wire_now_ms();
     char where[160];
     snprintf(where, sizeof(where),
@@ -224,7 +227,10 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                  "append of %" PRIu32 " records to log stream %d of topic %d at %s (attempt %u): "
                  "%s%s%s%s",
                  b->n_records, lane->ls, app->topic_id, lane->target ? lane->target : "?",
-                 b->attempts, varlog_err_str(err), msg[0] ? ": " : "", msg,
+                 b->attempts,
+                 closed_by_us ? "the appender closed before the batch was answered"
+                              : varlog_err_str(err),
+                 msg[0] && !closed_by_us ? ": " : "", closed_by_us ? "" : msg,
                  timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
         if (!closing && app_batch_expired(b, now)) {
             app_batch_fail_expired(b, where, text);

@@ -25,6 +25,14 @@ void atu_note_bad(const char *fmt, ...)
     pthread_mutex_unlock(&bad_mu);
 }
 
+int atu_bad_count(void)
+{
+    pthread_mutex_lock(&bad_mu);
+    int n = bad_count;
+    pthread_mutex_unlock(&bad_mu);
+    return n;
+}
+
 void atu_bad_reset(void)
 {
     pthread_mutex_lock(&bad_mu);

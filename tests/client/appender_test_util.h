@@ -19,6 +19,9 @@
 /* Counts a violation and keeps the first one's text; any thread. */
 void atu_note_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* How many violations were noted since the last reset; any thread. */
+int atu_bad_count(void);
+
 /* Forgets what was noted (a test's start). */
 void atu_bad_reset(void);
 
