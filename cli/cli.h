@@ -71,6 +71,9 @@ typedef struct cli_ctx {
     bool quiet; /* -q: no "using an embedded server" notice */
     /* > 0: the command's --timeout, which also bounds opening the client (open.timeout.ms) */
     int64_t open_timeout_ms;
+    /* The command's --metrics-listen HOST:PORT, checked by cli_metrics_listen_option; NULL:
+     * no metrics served. */
+    const char *metrics_listen;
 } cli_ctx_t;
 
 /* Set by SIGINT/SIGTERM once cli_catch_signals was called: long-running commands (a tailing
@@ -196,6 +199,38 @@ extern const struct option cli_trim_options[];
 extern const struct option cli_topics_options[];
 extern const struct option cli_bench_options[];
 extern const struct option cli_demo_options[];
+
+/*
+ * --metrics-listen HOST:PORT (cli/metrics_http.c), an option of the long-running commands
+ * (append, subscribe, subscribe-to, bench, demo): GET /metrics answers with the client's
+ * metrics in the Prometheus text format 0.0.4 (varlog_stats_prometheus), served by
+ * libmicrohttpd on a thread of its own, bound to that address only; other paths get 404,
+ * other methods 405. Its row in a command's table, {"metrics-listen", required_argument,
+ * NULL, CLI_OPT_METRICS_LISTEN}, and its help lines:
+ */
+enum { CLI_OPT_METRICS_LISTEN = 1000 };
+#define CLI_METRICS_HELP                                                                           \
+    "  --metrics-listen HOST:PORT\n"                                                               \
+    "                   serve the client's metrics at http://HOST:PORT/metrics\n"                  \
+    "                   while the command runs (Prometheus text format; port 0:\n"                 \
+    "                   a free port, printed on stderr; docs/STATISTICS.md lists\n"                \
+    "                   the metrics)\n"
+
+/* Checks the option's value (HOST:PORT or [V6]:PORT, the host resolvable, the port 0..65535)
+ * and keeps it in ctx->metrics_listen; false after the one-line usage error. */
+bool cli_metrics_listen_option(cli_ctx_t *ctx, const char *text);
+
+typedef struct cli_metrics cli_metrics_t;
+
+/* With ctx->metrics_listen set, serves client's metrics on it (after the client is open) and
+ * says on stderr where (`PROG CMD: serving metrics at http://HOST:PORT/metrics`, the port
+ * bound when 0 was asked for); *out NULL otherwise. Returns CLI_EXIT_OK, or CLI_EXIT_FAIL
+ * after one line saying why the address could not be served (in use, not local). */
+int cli_metrics_start(const cli_ctx_t *ctx, varlog_client_t *client, cli_metrics_t **out);
+
+/* Stops serving: returns once the server's thread ended, a request in progress answered;
+ * call it before the client is destroyed. Accepts NULL and *m NULL; clears *m. */
+void cli_metrics_stop(cli_metrics_t **m);
 
 /* The commands. */
 int cmd_append(cli_ctx_t *ctx, int argc, char **argv);

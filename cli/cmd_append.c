@@ -13,7 +13,7 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
     fprintf(out,
             "usage: %s [OPTIONS] append [--topic T] [--log-stream L | --spread]\n"
             "                  [--count N [--size B]] [--batch N] [--sync] [--timeout MS]\n"
-            "                  [--positions]\n"
+            "                  [--positions] [--metrics-listen HOST:PORT]\n"
             "  Appends each line of stdin as one record (without its newline; empty lines are\n"
             "  skipped), or, with --count, N generated records of B bytes (default 100).\n"
             "  Order: the records go to one log stream of the topic (the first appendable\n"
@@ -33,7 +33,7 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             "                   appender\n"
             "  --timeout MS     bound on opening the client, and on each call (sync) or on\n"
             "                   the final flush (default: open.timeout.ms, then none)\n"
-            "  --positions      print 'GLSN LLSN LS' for every record appended\n"
+            "  --positions      print 'GLSN LLSN LS' for every record appended\n" CLI_METRICS_HELP
             "  Prints 'appended N records, GLSN A..B' (the lowest and highest GLSN) on\n"
             "  stdout. Exit status 1 when any record failed: what was appended and the first\n"
             "  failure go to stderr, nothing to stdout but --positions lines; 130 when\n"
@@ -275,6 +275,7 @@ const struct option cli_append_options[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"positions", no_argument, NULL, OPT_POSITIONS},
     {"spread", no_argument, NULL, OPT_SPREAD},
+    {"metrics-listen", required_argument, NULL, CLI_OPT_METRICS_LISTEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -316,6 +317,9 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
         case OPT_SPREAD:
             spread = true;
             break;
+        case CLI_OPT_METRICS_LISTEN:
+            ok = cli_metrics_listen_option(ctx, optarg);
+            break;
         case 'h':
             usage(stdout, ctx);
             return CLI_EXIT_OK;
@@ -345,12 +349,15 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
     int rc = CLI_EXIT_OK;
     varlog_client_t *client = NULL;
     varlog_server_t *srv = NULL;
+    cli_metrics_t *metrics = NULL;
     if (!b.recs || !b.owned || (src.generate && !src.gen_buf)) {
         rc = cli_fail(ctx, VARLOG_ERR_NOMEM, "allocating buffers");
         goto out;
     }
     ctx->open_timeout_ms = timeout_ms;
     rc = cli_open_client(ctx, &client, &srv);
+    if (rc == CLI_EXIT_OK)
+        rc = cli_metrics_start(ctx, client, &metrics);
     if (rc != CLI_EXIT_OK)
         goto out;
     if (ls == 0 && !spread) {
@@ -398,6 +405,7 @@ int cmd_append(cli_ctx_t *ctx, int argc, char **argv)
     }
     fflush(stdout);
 out:
+    cli_metrics_stop(&metrics);
     cli_close_client(client, srv);
     batch_clear(&b);
     free(b.recs);

@@ -51,6 +51,7 @@ static void print_usage(const cli_ctx_t *ctx)
     printf("usage: %s [OPTIONS] bench [--mode M] [--count N | --duration S]\n"
            "                  [--size B] [--producers N] [--rate R] [--batch N]\n"
            "                  [--linger MS] [--depth N] [--topic T] [--json]\n"
+           "                  [--metrics-listen HOST:PORT]\n"
            "  Measures append and/or subscribe throughput and append latency. Producer\n"
            "  threads append generated records, one per call, through one topic-wide\n"
            "  pipelined appender; latency runs from the append call to its callback. The\n"
@@ -71,7 +72,7 @@ static void print_usage(const cli_ctx_t *ctx)
            "  --rate R         at most R records/s over all producers, paced in 1 ms steps\n"
            "                   (default: no limit)\n"
            "  --topic T        topic (default 1)\n"
-           "  --json           print the summary as one JSON object\n"
+           "  --json           print the summary as one JSON object\n" CLI_METRICS_HELP
            "  Exit status: 0 when every record was appended (and read back); 1 when some\n"
            "  failed or the cluster could not be used (stdout is then empty and stderr says\n"
            "  what was done); 2 bad arguments; 130 interrupted (Ctrl-C): the summary is\n"
@@ -104,6 +105,7 @@ const struct option cli_bench_options[] = {
     {"rate", required_argument, NULL, 'r'},
     {"topic", required_argument, NULL, 't'},
     {"json", no_argument, NULL, 'j'},
+    {"metrics-listen", required_argument, NULL, CLI_OPT_METRICS_LISTEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -173,6 +175,10 @@ static int parse_args(cli_ctx_t *ctx, int argc, char **argv, bench_opts_t *o)
             break;
         case 'j':
             o->json = true;
+            break;
+        case CLI_OPT_METRICS_LISTEN:
+            if (!cli_metrics_listen_option(ctx, optarg))
+                return CLI_EXIT_USAGE;
             break;
         case 'h':
             print_usage(ctx);
@@ -477,9 +483,12 @@ int cmd_bench(cli_ctx_t *ctx, int argc, char **argv)
 
     varlog_client_t *client = NULL;
     varlog_server_t *srv = NULL;
+    cli_metrics_t *metrics = NULL;
     phase_result_t ar = {0}, sr = {0};
     varlog_err_t sub_err = VARLOG_OK;
     status = cli_open_client(ctx, &client, &srv);
+    if (status == CLI_EXIT_OK)
+        status = cli_metrics_start(ctx, client, &metrics);
     if (status != CLI_EXIT_OK)
         goto out;
     cli_catch_signals();
@@ -561,6 +570,7 @@ int cmd_bench(cli_ctx_t *ctx, int argc, char **argv)
         status = CLI_EXIT_INTERRUPTED;
     }
 out:
+    cli_metrics_stop(&metrics);
     cli_close_client(client, srv);
     vhist_destroy(&b->lat);
     pthread_mutex_destroy(&b->mu);

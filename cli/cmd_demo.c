@@ -168,7 +168,7 @@ static double secs(int64_t ns)
 static void print_usage(const cli_ctx_t *ctx)
 {
     printf("usage: %s [OPTIONS] demo [--records N] [--size B] [--producers P]\n"
-           "                  [--topic T]\n"
+           "                  [--topic T] [--metrics-listen HOST:PORT]\n"
            "  Appends N generated records of B bytes from P producer threads through one\n"
            "  topic-wide pipelined appender, reads them back topic-wide in GLSN order and\n"
            "  checks that each record arrived exactly once, intact, at the GLSN its callback\n"
@@ -179,7 +179,7 @@ static void print_usage(const cli_ctx_t *ctx)
            "  --size B         bytes per record, %d..65536 (default 100;\n"
            "                   " CLI_SIZE_SUFFIXES ")\n"
            "  --producers P    producer threads, 1..%d (default 4)\n"
-           "  --topic T        topic to use (default 1)\n"
+           "  --topic T        topic to use (default 1)\n" CLI_METRICS_HELP
            "  Exit status: 0 when every check passed, 1 when one failed or the cluster could\n"
            "  not be used, 2 bad arguments, 130 interrupted (Ctrl-C).\n",
            ctx->prog, HDR_BYTES, MAX_PRODUCERS);
@@ -304,6 +304,7 @@ const struct option cli_demo_options[] = {
     {"size", required_argument, NULL, 's'},
     {"producers", required_argument, NULL, 'p'},
     {"topic", required_argument, NULL, 't'},
+    {"metrics-listen", required_argument, NULL, CLI_OPT_METRICS_LISTEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -333,6 +334,10 @@ static int parse_args(cli_ctx_t *ctx, int argc, char **argv, demo_run_t *run)
             if (!cli_parse_i64(ctx, "--topic", optarg, 1, INT32_MAX, false, &v))
                 return CLI_EXIT_USAGE;
             run->topic = (int32_t)v;
+            break;
+        case CLI_OPT_METRICS_LISTEN:
+            if (!cli_metrics_listen_option(ctx, optarg))
+                return CLI_EXIT_USAGE;
             break;
         case 'h':
             print_usage(ctx);
@@ -472,12 +477,15 @@ int cmd_demo(cli_ctx_t *ctx, int argc, char **argv)
     cli_catch_signals();
     varlog_client_t *client = NULL;
     varlog_server_t *srv = NULL;
+    cli_metrics_t *metrics = NULL;
     status = cli_open_client(ctx, &client, &srv);
     if (status != CLI_EXIT_OK) {
         free(run.slots);
         free(seen);
         return status;
     }
+    if ((status = cli_metrics_start(ctx, client, &metrics)) != CLI_EXIT_OK)
+        goto out;
     size_t nls = 0;
     (void)varlog_client_log_streams(client, run.topic, NULL, 0, &nls);
     printf("demo:      %" PRIu64 " records of %zu B from %d producers to topic %d (%zu log "
@@ -520,6 +528,7 @@ int cmd_demo(cli_ctx_t *ctx, int argc, char **argv)
     if (status == CLI_EXIT_OK)
         status = checked;
 out:
+    cli_metrics_stop(&metrics);
     cli_close_client(client, srv);
     free(run.slots);
     free(seen);

@@ -11,7 +11,7 @@
 
 /* What both helps say of outages (the library's subscribe.retry.timeout.ms, issue 23). */
 #define RECONNECT_HELP                                                                             \
-    "  While a storage node is down or restarting the subscription keeps reconnecting,\n"          \
+    "  While a storage node is down or restarts, the subscription keeps reconnecting,\n"           \
     "  with one line on stderr when it starts and one when it is back. A tail (no\n"               \
     "  --end, no --count) waits for ever; a range gives up after 60 s without\n"                   \
     "  progress. -X subscribe.retry.timeout.ms=MS sets that bound for either\n"                    \
@@ -22,6 +22,7 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
     fprintf(out,
             "usage: %s [OPTIONS] subscribe [--topic T] [--begin GLSN]\n"
             "                  [--end GLSN|now] [--count] [--limit N] [--idle-timeout MS]\n"
+            "                  [--metrics-listen HOST:PORT]\n"
             "  Reads topic T's entries with GLSN in [begin, end), in GLSN order, and prints\n"
             "  'GLSN LLSN LS DATA' per entry (bytes outside printable ASCII as \\xNN).\n"
             "  --topic T          topic id (default 1)\n"
@@ -32,7 +33,8 @@ static void usage(FILE *out, const cli_ctx_t *ctx)
             "  --count            print only the number of entries read (with a progress\n"
             "                     line on stderr when it is a terminal)\n"
             "  --limit N          stop after N entries\n"
-            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n" RECONNECT_HELP
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n" CLI_METRICS_HELP
+                RECONNECT_HELP
             "  Exit status 130 when Ctrl-C cuts a range (--end, --count) or --limit short\n"
             "  (stderr says after how many entries; --count prints no count); 0 when it stops\n"
             "  a tail without end.\n",
@@ -44,7 +46,7 @@ static void usage_to(FILE *out, const cli_ctx_t *ctx)
     fprintf(out,
             "usage: %s [OPTIONS] subscribe-to [--topic T] --log-stream L\n"
             "                  [--begin LLSN] [--end LLSN|now] [--count] [--limit N]\n"
-            "                  [--idle-timeout MS]\n"
+            "                  [--idle-timeout MS] [--metrics-listen HOST:PORT]\n"
             "  Reads log stream L of topic T with LLSN in [begin, end), in LLSN order, and\n"
             "  prints 'GLSN LLSN LS DATA' per entry (GLSN is 0: a storage node reading by\n"
             "  LLSN does not send it; bytes outside printable ASCII as \\xNN).\n"
@@ -57,7 +59,8 @@ static void usage_to(FILE *out, const cli_ctx_t *ctx)
             "  --count            print only the number of entries read (with a progress\n"
             "                     line on stderr when it is a terminal)\n"
             "  --limit N          stop after N entries\n"
-            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n" RECONNECT_HELP
+            "  --idle-timeout MS  stop once no entry came for MS milliseconds\n" CLI_METRICS_HELP
+                RECONNECT_HELP
             "  Exit status 130 when Ctrl-C cuts a range (--end, --count) or --limit short\n"
             "  (stderr says after how many entries; --count prints no count); 0 when it stops\n"
             "  a tail without end.\n",
@@ -255,6 +258,7 @@ const struct option cli_subscribe_options[] = {
     {"count", no_argument, NULL, OPT_COUNT},
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"metrics-listen", required_argument, NULL, CLI_OPT_METRICS_LISTEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -266,6 +270,7 @@ const struct option cli_subscribe_to_options[] = {
     {"count", no_argument, NULL, OPT_COUNT},
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"metrics-listen", required_argument, NULL, CLI_OPT_METRICS_LISTEN},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -324,6 +329,9 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
         case OPT_IDLE:
             ok = cli_parse_u64(ctx, "--idle-timeout", optarg, 1, UINT64_MAX / 2, &idle);
             break;
+        case CLI_OPT_METRICS_LISTEN:
+            ok = cli_metrics_listen_option(ctx, optarg);
+            break;
         case 'h':
             if (by_llsn)
                 usage_to(stdout, ctx);
@@ -353,11 +361,13 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
 
     varlog_client_t *client = NULL;
     varlog_server_t *srv = NULL;
+    cli_metrics_t *metrics = NULL;
     int rc = cli_open_client(ctx, &client, &srv);
     if (rc != CLI_EXIT_OK)
         return rc;
+    rc = cli_metrics_start(ctx, client, &metrics);
     cli_catch_signals();
-    if (end_now && by_llsn) {
+    if (rc == CLI_EXIT_OK && end_now && by_llsn) {
         varlog_entry_meta_t first, last;
         varlog_err_t err =
             varlog_peek(client, (int32_t)topic, (int32_t)ls, -1, &first, &last, NULL);
@@ -365,7 +375,7 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
             rc = cli_fail(ctx, err, "peeking log stream %" PRId64 " of topic %" PRId64, ls, topic);
         else
             end = last.llsn + 1;
-    } else if (end_now) {
+    } else if (rc == CLI_EXIT_OK && end_now) {
         uint64_t last = 0;
         rc = cli_topic_tail(ctx, client, (int32_t)topic, &last);
         end = last + 1;
@@ -397,6 +407,7 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
     }
     if (rc == CLI_EXIT_OK && copts.count_only)
         printf("%" PRIu64 "\n", n);
+    cli_metrics_stop(&metrics);
     cli_close_client(client, srv);
     return rc;
 }
