@@ -105,9 +105,15 @@ static void test_stalled_node_times_out(void **state)
     await_callbacks(&x, N, timeout + cf_wait_bound_ms());
     int maybe = 0, not_appended = 0;
     for (int i = 0; i < N; i++) {
-        assert_int_equal(t[i].c.err, VARLOG_ERR_TIMED_OUT);
-        if (!strstr(t[i].text, named))
-            fail_msg("call %d: %s", i, t[i].text);
+        /* A batch sent behind the first to expire, whose own deadline was a few ms later (a
+         * slowed build appends slowly), ends with the stream that deadline cancelled: it may
+         * be stored, so it is not sent again, and says why (appender.h). */
+        bool behind = t[i].c.err == VARLOG_ERR_RPC_CANCELLED &&
+                      t[i].c.outcome == VARLOG_MAYBE_APPENDED &&
+                      strstr(t[i].text, "another batch on the stream reached "
+                                        "appender.delivery.timeout.ms");
+        if ((t[i].c.err != VARLOG_ERR_TIMED_OUT || !strstr(t[i].text, named)) && !behind)
+            fail_msg("call %d: %s: %s", i, varlog_err_name(t[i].c.err), t[i].text);
         assert_true(atomic_load(&t[i].at_ms) - t0 >= timeout - 10);
         maybe += t[i].c.outcome == VARLOG_MAYBE_APPENDED;
         not_appended += t[i].c.outcome == VARLOG_NOT_APPENDED;
