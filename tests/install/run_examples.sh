@@ -1,19 +1,23 @@
 #!/bin/bash
-# run_examples.sh SERVER PRODUCER CONSUMER [COUNT [HELLO_APPEND HELLO_READ]]: starts SERVER
-# (an installed varlog-server) on a free port, runs PRODUCER then CONSUMER against it with
-# COUNT records, and fails unless both succeed and the consumer read every record; then
-# README's first programs, HELLO_APPEND and HELLO_READ, which must store and read back one
-# record after those. The server is stopped on every way out.
+# run_examples.sh SERVER PRODUCER CONSUMER [COUNT [HELLO_APPEND HELLO_READ [METRICS_HTTP]]]:
+# starts SERVER (an installed varlog-server) on a free port, runs PRODUCER then CONSUMER
+# against it with COUNT records, and fails unless both succeed and the consumer read every
+# record; then README's first programs, HELLO_APPEND and HELLO_READ, which must store and
+# read back one record after those; then METRICS_HTTP, whose /metrics must answer as
+# Prometheus expects while it appends, and which must store every record it appended. The
+# server is stopped on every way out.
 set -euo pipefail
 server=$1 producer=$2 consumer=$3 count=${4:-1000} hello_append=${5:-} hello_read=${6:-}
+metrics_http=${7:-}
 
 dir=$(mktemp -d)
 pid=
+mpid=
 cleanup() {
-    if [ -n "$pid" ]; then
-        kill "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
+    for p in $mpid $pid; do
+        kill "$p" 2>/dev/null || true
+        wait "$p" 2>/dev/null || true
+    done
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -47,6 +51,51 @@ if [ -n "$hello_append" ]; then
     echo "hello_read: $lines lines, the last: $last"
     if [ "$lines" -ne $((count + 1)) ] || [ "$last" != "GLSN $((count + 1)): hello, varlog" ]; then
         echo "run_examples: hello_read did not read the $((count + 1)) entries" >&2
+        exit 1
+    fi
+fi
+
+if [ -n "$metrics_http" ]; then
+    # 3 s of appends on a free port, which it prints first; GET /metrics over bash's
+    # /dev/tcp (no curl needed) until a sent-messages sample is there (bounded: 20 tries)
+    mkfifo "$dir/metrics"
+    "$metrics_http" "$addr" 0 3 >"$dir/metrics" &
+    mpid=$!
+    exec 4<"$dir/metrics"
+    if ! read -r -t 30 line <&4; then
+        echo "run_examples: $metrics_http printed no address within 30 s" >&2
+        exit 1
+    fi
+    echo "$line"
+    mport=$(sed -n 's|.*http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' <<<"$line")
+    scraped=
+    for _ in $(seq 20); do
+        exec 5<>"/dev/tcp/127.0.0.1/$mport"
+        printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&5
+        reply=$(timeout 10 cat <&5 | tr -d '\r')
+        exec 5<&-
+        if grep -q '^messaging_client_sent_messages_total{' <<<"$reply"; then
+            scraped=1
+            break
+        fi
+        sleep 0.2 # the first record's callback: nothing to be told of it
+    done
+    if [ -z "$scraped" ] || ! grep -q '^HTTP/1.[01] 200' <<<"$reply" ||
+        ! grep -qi '^Content-Type: text/plain; version=0.0.4; charset=utf-8$' <<<"$reply"; then
+        echo "run_examples: $metrics_http's /metrics answered:" >&2
+        head -c 2000 <<<"$reply" >&2
+        exit 1
+    fi
+    echo "metrics_http: GET /metrics: $(grep -c '^# TYPE' <<<"$reply") families, e.g."
+    grep '^messaging_client_sent_messages_total{' <<<"$reply" | head -n 1
+    rc=0
+    timeout 30 tail --pid="$mpid" -f /dev/null || { echo "run_examples: $metrics_http did not end within 30 s" >&2; exit 1; }
+    wait "$mpid" || rc=$?
+    mpid=
+    cat <&4
+    exec 4<&-
+    if [ "$rc" -ne 0 ]; then
+        echo "run_examples: $metrics_http exited with status $rc" >&2
         exit 1
     fi
 fi

@@ -36,15 +36,28 @@ if(EXAMPLES_DIR)
         run(${C_COMPILER} -std=c11 -Wall -Wextra -Werror ${EXAMPLES_DIR}/${example}.c -o
             ${WORK_DIR}/${example}-pc ${flags} -Wl,-rpath,${pc_libdir})
     endforeach()
+    # metrics_http also needs libmicrohttpd, optional as the examples' CMake build has it:
+    # built and run both ways where that build found it
+    set(metrics_cmake "")
+    set(metrics_pc "")
+    if(EXISTS ${WORK_DIR}/examples-build/metrics_http)
+        run(pkg-config --cflags --libs libvarlog libmicrohttpd)
+        string(STRIP "${LAST_OUTPUT}" mflags)
+        separate_arguments(mflags UNIX_COMMAND "${mflags}")
+        run(${C_COMPILER} -std=c11 -Wall -Wextra -Werror ${EXAMPLES_DIR}/metrics_http.c -o
+            ${WORK_DIR}/metrics_http-pc ${mflags} -Wl,-rpath,${pc_libdir})
+        set(metrics_cmake ${WORK_DIR}/examples-build/metrics_http)
+        set(metrics_pc ${WORK_DIR}/metrics_http-pc)
+    endif()
     # each build's producer with the other build's consumer, against the installed server;
     # README's first programs (hello_append, hello_read) after them
     run(${RUN_EXAMPLES} ${prefix}/bin/varlog-server ${WORK_DIR}/examples-build/producer
         ${WORK_DIR}/consumer-pc 1000 ${WORK_DIR}/hello_append-pc
-        ${WORK_DIR}/examples-build/hello_read)
+        ${WORK_DIR}/examples-build/hello_read ${metrics_pc})
     message(STATUS "examples (find_package producer, pkg-config consumer):\n${LAST_OUTPUT}")
     run(${RUN_EXAMPLES} ${prefix}/bin/varlog-server ${WORK_DIR}/producer-pc
         ${WORK_DIR}/examples-build/consumer 1000 ${WORK_DIR}/examples-build/hello_append
-        ${WORK_DIR}/hello_read-pc)
+        ${WORK_DIR}/hello_read-pc ${metrics_cmake})
     message(STATUS "examples (pkg-config producer, find_package consumer):\n${LAST_OUTPUT}")
     return()
 endif()
