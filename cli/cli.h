@@ -52,6 +52,8 @@
 /* How long varlog_client_new may take before the client says what it is waiting for. */
 #define CLI_OPEN_NOTICE_MS 1000
 
+#define CLI_GIVEN_PROPERTIES_MAX 64
+
 typedef struct cli_ctx {
     const char *prog; /* "varlog-cli" (argv[0]'s base name) */
     const char *cmd;  /* the command's name, set by main before dispatch */
@@ -65,6 +67,11 @@ typedef struct cli_ctx {
      * N log streams each. */
     int32_t embedded_topics;
     int32_t embedded_log_streams;
+    /* The -X arguments applied ("key=value", argv's own strings), for cli_property_given: a
+     * command that picks its own default for a property (a tail's subscribe bound) leaves
+     * the user's alone, even when it equals the library's default. */
+    const char *given_properties[CLI_GIVEN_PROPERTIES_MAX];
+    size_t n_given_properties;
     /* The last of --topics / --log-streams given, or NULL: refused with --mr, where it
      * would do nothing (and was once taken for a command's --topic). */
     const char *embedded_shape_option;
@@ -106,6 +113,10 @@ void cli_close_client(varlog_client_t *client, varlog_server_t *srv);
  */
 int cli_open_admin(cli_ctx_t *ctx, const char *admin_addr, varlog_server_t *srv,
                    varlog_admin_t **out);
+
+/* Whether -X set property name (past CLI_GIVEN_PROPERTIES_MAX -X options: also when its value
+ * differs from the library's default). */
+bool cli_property_given(const cli_ctx_t *ctx, const char *name);
 
 /* Prints `PROG CMD: <message>` and a newline on stderr; returns CLI_EXIT_USAGE. */
 int cli_usage_error(const cli_ctx_t *ctx, const char *fmt, ...)

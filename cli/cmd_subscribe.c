@@ -275,19 +275,6 @@ const struct option cli_subscribe_to_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Whether conf's value of name differs from the library's default: -X set it. (A -X giving
- * the default value itself cannot be told from none.) */
-static bool conf_changed(const varlog_conf_t *conf, const char *name)
-{
-    varlog_conf_t *fresh = varlog_conf_new();
-    char a[64], b[64];
-    size_t na = sizeof a, nb = sizeof b;
-    bool changed = fresh && varlog_conf_get(conf, name, a, &na) == VARLOG_OK &&
-                   varlog_conf_get(fresh, name, b, &nb) == VARLOG_OK && strcmp(a, b) != 0;
-    varlog_conf_destroy(fresh);
-    return changed;
-}
-
 /* subscribe (topic-wide, GLSN order) and subscribe-to (one log stream, LLSN order): the same
  * options, but subscribe-to's --log-stream, and the same reading loop. */
 static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
@@ -356,7 +343,7 @@ static int read_command(cli_ctx_t *ctx, int argc, char **argv, bool by_llsn)
     copts.idle_timeout_ms = idle;
 
     /* A tail has no end to give up on: it rides out any outage, unless -X set a bound. */
-    if (!end_given && !end_now && !conf_changed(ctx->conf, "subscribe.retry.timeout.ms"))
+    if (!end_given && !end_now && !cli_property_given(ctx, "subscribe.retry.timeout.ms"))
         varlog_conf_set(ctx->conf, "subscribe.retry.timeout.ms", "-1", NULL, 0);
 
     varlog_client_t *client = NULL;

@@ -204,6 +204,25 @@ void cli_progress_end(cli_progress_t *pr)
     pr->drawn = false;
 }
 
+bool cli_property_given(const cli_ctx_t *ctx, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; i < ctx->n_given_properties; i++)
+        if (strncmp(ctx->given_properties[i], name, len) == 0 &&
+            ctx->given_properties[i][len] == '=')
+            return true;
+    if (ctx->n_given_properties < CLI_GIVEN_PROPERTIES_MAX)
+        return false;
+    /* More -X options than recorded: fall back to comparing with the default. */
+    varlog_conf_t *fresh = varlog_conf_new();
+    char a[64], b[64];
+    size_t na = sizeof a, nb = sizeof b;
+    bool changed = fresh && varlog_conf_get(ctx->conf, name, a, &na) == VARLOG_OK &&
+                   varlog_conf_get(fresh, name, b, &nb) == VARLOG_OK && strcmp(a, b) != 0;
+    varlog_conf_destroy(fresh);
+    return changed;
+}
+
 const char *cli_plural(long long n, const char *one, const char *many)
 {
     return n == 1 ? one : many;

@@ -58,6 +58,8 @@ static int set_property(cli_ctx_t *ctx, const char *kv)
         fprintf(stderr, "%s: -X %s\n", ctx->prog, errstr);
         return CLI_EXIT_USAGE;
     }
+    if (ctx->n_given_properties < CLI_GIVEN_PROPERTIES_MAX)
+        ctx->given_properties[ctx->n_given_properties++] = kv;
     return CLI_EXIT_OK;
 }
 

@@ -292,9 +292,24 @@ static void test_append_messages(void **state)
     run_result_free(&r);
 }
 
+/* A -X that gives a property its default value still counts as given (the tail's bound of
+ * subscribe.retry.timeout.ms=60000 is the user's, not the tail's for ever). */
+static void test_given_properties(void **state)
+{
+    (void)state;
+    cli_ctx_t ctx = {.conf = varlog_conf_new()};
+    assert_non_null(ctx.conf);
+    ctx.given_properties[ctx.n_given_properties++] = "subscribe.retry.timeout.ms=60000";
+    assert_true(cli_property_given(&ctx, "subscribe.retry.timeout.ms"));
+    assert_false(cli_property_given(&ctx, "subscribe.retry.timeout"));
+    assert_false(cli_property_given(&ctx, "subscribe.retries"));
+    varlog_conf_destroy(ctx.conf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_given_properties),
         cmocka_unit_test(test_command_options_are_matched_whole),
         cmocka_unit_test(test_server_options_are_matched_whole),
         cmocka_unit_test_setup_teardown(test_command_option_before_command, setup, teardown),
