@@ -63,6 +63,8 @@ typedef struct world {
     int observed_total;  /* every call, whatever its GLSN */
     pthread_t observer_thread[N + 1];
     varlog_subscribe_stages_t st[N + 1];
+    varlog_client_t *client; /* the observer reads its statistics: no library lock is held */
+    int stats_ok;            /* observer calls whose varlog_stats_get returned OK */
 } world_t;
 
 static world_t W;
@@ -75,6 +77,8 @@ static void world_reset(void)
     memset(W.handled, 0, sizeof(W.handled));
     memset(W.observed, 0, sizeof(W.observed));
     W.observed_total = 0;
+    W.client = NULL;
+    W.stats_ok = 0;
     atomic_store(&g_counting, false);
     atomic_store(&g_clock_reads, 0);
 }
@@ -133,7 +137,10 @@ static void observe(const varlog_subscribe_stages_t *st, void *opaque)
 {
     world_t *w = opaque;
     uint64_t pos = st->glsn ? st->glsn : st->llsn;
+    varlog_stats_t s;
+    bool stats_ok = w->client && varlog_stats_get(w->client, &s) == VARLOG_OK;
     pthread_mutex_lock(&w->mu);
+    w->stats_ok += stats_ok;
     w->observed_total++;
     if (pos >= 1 && pos <= N) {
         w->observed[pos]++;
@@ -231,10 +238,12 @@ static void test_handler_stages(void **state)
     world_reset();
     client_fixture_t f;
     cf_start_adjusted(&f, 1, 2, set_observer, &W, "subscribe.stage.timing", "true", NULL);
+    W.client = f.client;
     run_handler_subscription(&f);
 
     pthread_mutex_lock(&W.mu);
     assert_int_equal(W.observed_total, N);
+    assert_int_equal(W.stats_ok, N);
     for (uint64_t g = 1; g <= N; g++) {
         assert_int_equal(W.handled[g], 1);
         assert_int_equal(W.observed[g], 1);
