@@ -198,8 +198,8 @@ static const conf_property_t props[] = {
               "varlog_conf_set_subscribe_observer (docs/STATISTICS.md). It costs per entry one "
               "clock read on gRPC's thread, three (iterator) or four (handler) on the "
               "consumer's and seven to ten histogram records: about 0.3-0.4 us of CPU on a "
-              "2-core VM, 5-20 % of the client's CPU per entry in bench_subscribe. false reads "
-              "no clock per entry and leaves those fields at 0; entries are counted either "
+              "2-core VM, 5-20 % of the client's CPU per entry in bench_subscribe. false adds "
+              "no clock read per entry and leaves those fields at 0; entries are counted either "
               "way."),
     INT_PROP("retry.workers", retry_workers, "8", 1, 256, "threads",
              "Worker threads that run append retries."),

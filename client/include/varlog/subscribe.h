@@ -70,7 +70,9 @@
  * enqueue = b - a (its wait behind the earlier entries of its log stream, and its decoding);
  * transmit_queue = c - b (its wait for the positions before it, from other log streams, and
  * for the handlers of earlier entries); dispatch = d - c; handler = e - d (handler form
- * only). With the property false none of these reads is made: no clock read per entry.
+ * only). With the property false none of these reads is made: stage timing reads no clock
+ * per entry (the one per message that predates it stays: gRPC's thread notes when each log
+ * stream last received, in ms, for subscribe.stall.timeout.ms).
  * Entries delivered are counted per (topic, log stream) either way.
  *
  * Threads and locks: handlers run one at a time on the subscription's thread, never on
