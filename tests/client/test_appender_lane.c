@@ -95,20 +95,14 @@ static void append_one(varlog_appender_t *app, tcall_t *t)
         fail_msg("append %ld: %s: %s", t->c.seq, varlog_err_name(rc), varlog_last_error());
 }
 
-typedef struct settled_wait {
-    tcall_t *t;
-} settled_wait_t;
-
-static bool call_settled(void *arg)
-{
-    return atomic_load(&((settled_wait_t *)arg)->t->c.cbs) > 0;
-}
-
-/* The call's callback within bound ms of t0, or the test fails saying how long it waited. */
+/* The call's callback (the test's calls are settled one after another, so call i is the
+ * (i+1)-th callback, counted under the tracker's lock once the call's result is written)
+ * within bound ms of t0, or the test fails saying how long it waited. */
 static void await_call(tcall_t *t, int64_t t0, int64_t bound)
 {
-    settled_wait_t w = {t};
-    if (!test_wait_until(call_settled, &w, bound - (test_now_ms() - t0)))
+    int64_t left = bound - (test_now_ms() - t0);
+    if (!atu_wait_at_least(&g_tracker->sync, &g_tracker->callbacks, t->c.seq + 1,
+                           left > 0 ? left : 0))
         fail_msg("call %ld: no callback %lld ms after its append", t->c.seq,
                  (long long)(test_now_ms() - t0));
 }
