@@ -65,6 +65,7 @@ static const struct prop_case cases[] = {
     {"subscribe.stall.timeout.ms", "5000", "0", "5s", "-1", "3600001", "[0, 3600000]"},
     {"subscribe.wakeup.entries", "16", "1", "sixteen", "0", "1000001", "[1, 1000000]"},
     {"subscribe.wakeup.wait.us", "500", "0", "500us", "-1", "10000001", "[0, 10000000]"},
+    {"subscribe.stage.timing", "false", "true", "sometimes", NULL, NULL, NULL},
     {"retry.workers", "8", "256", "eight", "0", "257", "[1, 256]"},
     {"lookup.batch.size", "8", "0", "8 keys", "-1", "101", "[0, 100]"},
     {"lookup.batch.wait.ms", "5", "60000", "5ms", "-1", "60001", "[0, 60000]"},
