@@ -17,6 +17,7 @@
  * to stdout.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -84,8 +85,10 @@ typedef struct cli_ctx {
 } cli_ctx_t;
 
 /* Set by SIGINT/SIGTERM once cli_catch_signals was called: long-running commands (a tailing
- * subscribe, bench) poll it, stop cleanly and exit as usual. A second signal kills. */
-extern volatile sig_atomic_t cli_stop_requested;
+ * subscribe, bench) poll it, stop cleanly and exit as usual. A second signal kills. A
+ * lock-free atomic, not a volatile sig_atomic_t: the handler may run on any thread while
+ * bench's and demo's producer threads read it (TSan saw that race). */
+extern atomic_int cli_stop_requested;
 void cli_catch_signals(void);
 
 /*

@@ -16,7 +16,7 @@
 
 #include "cli.h"
 
-volatile sig_atomic_t cli_stop_requested;
+atomic_int cli_stop_requested;
 
 static void on_signal(int sig)
 {

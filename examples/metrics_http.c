@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,12 +35,14 @@
 #include <microhttpd.h>
 #include <varlog/varlog.h>
 
-static volatile sig_atomic_t stop;
+/* Set by SIGINT/SIGTERM, which may arrive on any of the process's threads (libmicrohttpd's,
+ * the client's): an atomic, lock-free, so a handler may set it. */
+static atomic_bool stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    stop = 1;
+    atomic_store(&stop, true);
 }
 
 static void free_text(void *text)
@@ -149,7 +152,7 @@ int main(int argc, char **argv)
     struct timespec t0, now, tick = {0, 10 * 1000 * 1000};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     long queued = 0;
-    while (!stop) {
+    while (!atomic_load(&stop)) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         if (seconds > 0 && now.tv_sec - t0.tv_sec >= seconds)
             break;
