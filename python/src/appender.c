@@ -1,0 +1,519 @@
+/* varlog.Appender: the pipelined appender, its futures and their resolver thread.
+ *
+ * No Python code runs on the library's appender thread: its callback only moves the result
+ * into this appender's list of settled calls (a mutex, never the GIL). The futures are then
+ * resolved with the GIL held, in callback order, by whichever comes first: the producer on
+ * its next append, flush or close, or the appender's resolver thread ("varlog-py-res"),
+ * which takes the GIL once per batch of settled calls rather than once per call. */
+#include "varlog_py.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Settled calls waiting for their future: past this the appender's thread waits for the
+ * resolvers, which keeps the library's memory bound (appender.queue.max.*) meaningful. */
+#define DONE_MAX 65536
+#define WAIT_CHUNK_MS 100
+
+typedef struct done {
+    struct done *next;
+    vp_appender_t *owner;
+    PyObject *fut;
+    varlog_err_t err;
+    varlog_outcome_t outcome;
+    varlog_entry_meta_t meta;
+    char *errtext; /* malloc'ed, failures only */
+} done_t;
+
+struct vp_appender {
+    PyObject_HEAD varlog_appender_t *app; /* NULL once close began */
+    vp_client_t *client;
+    PyObject *weakreflist;
+    int calls;    /* producers waiting in the library with the GIL released (GIL-guarded) */
+    int draining; /* a drain is resolving futures (GIL-guarded) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_room;
+    done_t *head, *tail;
+    _Atomic size_t count;
+    bool stop;
+    bool resolver_started;
+    pthread_t resolver;
+};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_appended(const varlog_append_result_t *r, void *opaque)
+{
+    done_t *d = opaque;
+    vp_appender_t *a = d->owner;
+    d->err = r->err;
+    d->outcome = r->outcome;
+    if (r->err == VARLOG_OK && r->n > 0 && r->metas != NULL)
+        d->meta = r->metas[0];
+    else if (r->err != VARLOG_OK)
+        d->errtext = strdup(r->errtext ? r->errtext : "");
+    pthread_mutex_lock(&a->mu);
+    while (atomic_load(&a->count) >= DONE_MAX && !atomic_load(&vp_shutting_down)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&a->cv_room, &a->mu, &ts);
+    }
+    if (a->tail)
+        a->tail->next = d;
+    else
+        a->head = d;
+    a->tail = d;
+    atomic_fetch_add(&a->count, 1);
+    pthread_cond_signal(&a->cv_work);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void resolve(done_t *d)
+{
+    static PyObject *s_set_result, *s_set_exception;
+    if (s_set_result == NULL) {
+        s_set_result = PyUnicode_InternFromString("set_result");
+        s_set_exception = PyUnicode_InternFromString("set_exception");
+    }
+    PyObject *arg = d->err == VARLOG_OK ? vp_meta_new(&d->meta)
+                                        : vp_make_error(d->err, d->errtext, (int)d->outcome);
+    PyObject *r = NULL;
+    if (arg != NULL) {
+        r = PyObject_CallMethodOneArg(d->fut, d->err == VARLOG_OK ? s_set_result : s_set_exception,
+                                      arg);
+        Py_DECREF(arg);
+    }
+    if (r == NULL)
+        PyErr_WriteUnraisable(d->fut);
+    Py_XDECREF(r);
+    Py_DECREF(d->fut);
+    free(d->errtext);
+    free(d);
+}
+
+/* Resolves every settled call's future, in order. GIL held. Returns false when another
+ * thread's drain is in progress (the caller may wait for it). */
+static bool drain(vp_appender_t *a)
+{
+    if (a->draining)
+        return false;
+    a->draining = 1;
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        done_t *d = a->head;
+        a->head = a->tail = NULL;
+        atomic_store(&a->count, 0);
+        pthread_cond_broadcast(&a->cv_room);
+        pthread_mutex_unlock(&a->mu);
+        if (d == NULL)
+            break;
+        while (d != NULL) {
+            done_t *next = d->next;
+            resolve(d);
+            d = next;
+        }
+    }
+    a->draining = 0;
+    return true;
+}
+
+/* Waits, GIL held, until every call settled so far has its future resolved. */
+static void drain_all(vp_appender_t *a)
+{
+    while (!drain(a) || atomic_load(&a->count) > 0) {
+        Py_BEGIN_ALLOW_THREADS sched_yield();
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static void *resolver_main(void *arg)
+{
+    vp_appender_t *a = arg;
+    pthread_setname_np(pthread_self(), "varlog-py-res");
+    for (;;) {
+        pthread_mutex_lock(&a->mu);
+        while (a->head == NULL && !a->stop)
+            pthread_cond_wait(&a->cv_work, &a->mu);
+        bool stop = a->stop;
+        pthread_mutex_unlock(&a->mu);
+        if (stop)
+            break;
+        PyGILState_STATE st;
+        if (!vp_gil_enter(&st))
+            break;
+        if (!drain(a)) {
+            /* the producer is resolving them: let it, rather than spin on the GIL */
+            Py_BEGIN_ALLOW_THREADS sched_yield();
+            Py_END_ALLOW_THREADS
+        }
+        PyGILState_Release(st);
+    }
+    return NULL;
+}
+
+PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"topic", "log_stream", NULL};
+    PyObject *topic_obj;
+    int32_t topic, ls = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|i:appender", kwlist, &topic_obj, &ls))
+        return NULL;
+    if (PyTuple_Check(topic_obj)) {
+        if (!PyArg_ParseTuple(topic_obj, "ii:appender", &topic, &ls))
+            return NULL;
+    } else {
+        long t = PyLong_AsLong(topic_obj);
+        if (t == -1 && PyErr_Occurred())
+            return NULL;
+        topic = (int32_t)t;
+    }
+    vp_client_t *c = (vp_client_t *)self;
+    varlog_client_t *cl = vp_client_get(c);
+    if (cl == NULL)
+        return NULL;
+    varlog_appender_t *app = NULL;
+    varlog_err_t err;
+    c->calls++;
+    Py_BEGIN_ALLOW_THREADS err = varlog_appender_new(cl, topic, ls, &app);
+    Py_END_ALLOW_THREADS c->calls--;
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    vp_appender_t *a = PyObject_New(vp_appender_t, &vp_appender_type);
+    if (a == NULL) {
+        varlog_appender_close(&app, 0);
+        return NULL;
+    }
+    a->app = app;
+    a->client = c;
+    Py_INCREF(c);
+    a->weakreflist = NULL;
+    a->calls = a->draining = 0;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv_work, NULL);
+    pthread_cond_init(&a->cv_room, NULL);
+    a->head = a->tail = NULL;
+    atomic_init(&a->count, 0);
+    a->stop = false;
+    /* the resolver's reference: an open appender lives until close, its client's close or
+     * interpreter exit, whoever drops the Python object */
+    Py_INCREF(a);
+    a->resolver_started = pthread_create(&a->resolver, NULL, resolver_main, a) == 0;
+    if (!a->resolver_started) {
+        Py_DECREF(a);
+        vp_appender_close_quiet(a);
+        Py_DECREF(a);
+        PyErr_SetString(PyExc_RuntimeError, "could not start the appender's resolver thread");
+        return NULL;
+    }
+    if (vp_client_adopt(c, (PyObject *)a) < 0) {
+        vp_appender_close_quiet(a);
+        Py_DECREF(a);
+        return NULL;
+    }
+    return (PyObject *)a;
+}
+
+static PyObject *closed_error(void)
+{
+    PyObject *exc = vp_make_error(VARLOG_ERR_CLOSED, "the appender is closed", VARLOG_NOT_APPENDED);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"record", "timeout", NULL};
+    vp_appender_t *a = (vp_appender_t *)self;
+    PyObject *record, *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:append", kwlist, &record, &timeout))
+        return NULL;
+    int64_t ms = vp_timeout_ms(timeout, -1);
+    if (ms == -2)
+        return NULL;
+    if (a->app == NULL)
+        return closed_error();
+    if (atomic_load_explicit(&a->count, memory_order_relaxed) > 0)
+        drain(a);
+    Py_buffer view;
+    if (PyObject_GetBuffer(record, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    done_t *d = calloc(1, sizeof *d);
+    PyObject *fut = d ? PyObject_CallNoArgs(vp.future_cls) : PyErr_NoMemory();
+    if (fut == NULL) {
+        free(d);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    d->owner = a;
+    d->fut = fut;
+    Py_INCREF(fut); /* the callback's */
+    varlog_record_t rec = {.data = view.buf, .len = (size_t)view.len};
+    /* first without waiting, GIL held: the common case costs no GIL hand-off */
+    varlog_err_t err = varlog_appender_append(a->app, &rec, 1, 0, on_appended, d);
+    if (err == VARLOG_ERR_QUEUE_FULL && ms != 0) {
+        int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
+        for (;;) {
+            int64_t left = deadline == INT64_MAX ? WAIT_CHUNK_MS : deadline - now_ms();
+            if (left <= 0)
+                break;
+            varlog_appender_t *p = a->app;
+            a->calls++;
+            Py_BEGIN_ALLOW_THREADS err = varlog_appender_append(
+                p, &rec, 1, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS, on_appended, d);
+            Py_END_ALLOW_THREADS a->calls--;
+            if (err != VARLOG_ERR_QUEUE_FULL)
+                break;
+            drain(a);
+            if (PyErr_CheckSignals() < 0) {
+                err = VARLOG_ERR_QUEUE_FULL;
+                goto interrupted;
+            }
+            if (a->app == NULL) {
+                err = VARLOG_ERR_CLOSED;
+                break;
+            }
+        }
+    }
+    PyBuffer_Release(&view);
+    if (err != VARLOG_OK) {
+        Py_DECREF(fut);
+        Py_DECREF(fut);
+        free(d);
+        return vp_raise(err, VARLOG_NOT_APPENDED);
+    }
+    return fut;
+interrupted:
+    PyBuffer_Release(&view);
+    Py_DECREF(fut);
+    Py_DECREF(fut);
+    free(d);
+    return NULL;
+}
+
+/* Flushes p in bounded waits (so that signals are noticed); returns the calls still pending,
+ * or -1 with an exception set (interrupted). GIL held. */
+static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t ms)
+{
+    int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
+    size_t pending = 0;
+    for (;;) {
+        int64_t left = deadline == INT64_MAX ? WAIT_CHUNK_MS : deadline - now_ms();
+        if (left < 0)
+            left = 0;
+        varlog_err_t err;
+        a->calls++;
+        Py_BEGIN_ALLOW_THREADS err =
+            varlog_appender_flush(p, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS, &pending);
+        Py_END_ALLOW_THREADS a->calls--;
+        drain(a);
+        if (err == VARLOG_OK || left == 0)
+            break;
+        if (err != VARLOG_ERR_TIMED_OUT) {
+            vp_raise(err, -1);
+            return -1;
+        }
+        if (PyErr_CheckSignals() < 0)
+            return -1;
+    }
+    drain_all(a);
+    return (Py_ssize_t)pending;
+}
+
+static PyObject *app_flush(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    vp_appender_t *a = (vp_appender_t *)self;
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:flush", kwlist, &timeout))
+        return NULL;
+    int64_t ms = vp_timeout_ms(timeout, -1);
+    if (ms == -2)
+        return NULL;
+    if (a->app == NULL)
+        return closed_error();
+    Py_ssize_t n = flush_chunked(a, a->app, ms);
+    return n < 0 ? NULL : PyLong_FromSsize_t(n);
+}
+
+/* Close with a flush of up to ms first; returns -1 with an exception set when the flush was
+ * interrupted (the appender is closed all the same). GIL held. */
+static int app_close_impl(vp_appender_t *a, int64_t ms)
+{
+    varlog_appender_t *p = a->app;
+    if (p == NULL)
+        return 0;
+    a->app = NULL; /* no new appends; those waiting in the library see it within a chunk */
+    while (a->calls > 0) {
+        Py_BEGIN_ALLOW_THREADS struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    int rc = 0;
+    if (ms != 0 && flush_chunked(a, p, ms) < 0)
+        rc = -1;
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    Py_BEGIN_ALLOW_THREADS varlog_appender_close(&p, 0);
+    Py_END_ALLOW_THREADS if (a->resolver_started)
+    {
+        pthread_mutex_lock(&a->mu);
+        a->stop = true;
+        pthread_cond_broadcast(&a->cv_work);
+        pthread_mutex_unlock(&a->mu);
+        Py_BEGIN_ALLOW_THREADS pthread_join(a->resolver, NULL);
+        Py_END_ALLOW_THREADS a->resolver_started = false;
+    }
+    drain_all(a);
+    PyErr_Restore(et, ev, tb);
+    Py_DECREF(a); /* the resolver's reference */
+    return rc;
+}
+
+void vp_appender_close_quiet(vp_appender_t *a)
+{
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (app_close_impl(a, 0) < 0)
+        PyErr_Clear();
+    PyErr_Restore(et, ev, tb);
+}
+
+static PyObject *app_close(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:close", kwlist, &timeout))
+        return NULL;
+    int64_t ms = vp_timeout_ms(timeout, -1);
+    if (ms == -2)
+        return NULL;
+    if (app_close_impl((vp_appender_t *)self, ms) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *app_enter(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (((vp_appender_t *)self)->app == NULL)
+        return closed_error();
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *app_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    if (app_close_impl((vp_appender_t *)self, -1) < 0)
+        return NULL;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *app_stats(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    vp_appender_t *a = (vp_appender_t *)self;
+    if (a->app == NULL)
+        return closed_error();
+    varlog_appender_stats_t s;
+    varlog_err_t err = varlog_appender_stats(a->app, &s);
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "calls_appended",
+        (unsigned long long)s.calls_appended, "calls_failed", (unsigned long long)s.calls_failed,
+        "records_appended", (unsigned long long)s.records_appended, "batches_sent",
+        (unsigned long long)s.batches_sent, "batches_retried",
+        (unsigned long long)s.batches_retried, "streams_opened",
+        (unsigned long long)s.streams_opened, "queue_full", (unsigned long long)s.queue_full,
+        "pending_calls", (unsigned long long)s.pending_calls, "pending_records",
+        (unsigned long long)s.pending_records, "pending_bytes", (unsigned long long)s.pending_bytes,
+        "inflight_batches", (unsigned long long)s.inflight_batches);
+}
+
+static PyObject *app_get_closed(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(((vp_appender_t *)self)->app == NULL);
+}
+
+static void app_dealloc(PyObject *self)
+{
+    vp_appender_t *a = (vp_appender_t *)self;
+    /* only reached once closed: an open appender is referenced by its resolver thread */
+    if (a->weakreflist != NULL)
+        PyObject_ClearWeakRefs(self);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->cv_work);
+    pthread_cond_destroy(&a->cv_room);
+    Py_XDECREF(a->client);
+    PyObject_Free(self);
+}
+
+#define KW (PyCFunction)(void (*)(void))
+static PyMethodDef app_methods[] = {
+    {"append", KW app_append, METH_VARARGS | METH_KEYWORDS,
+     "append(record, timeout=None) -> AppendFuture\n\nQueues one record (bytes-like; copied "
+     "once, into the transmit queue, before append returns: the buffer may be reused at once) "
+     "and returns a future resolved exactly once: with its EntryMeta when stored, or with "
+     "NotAppended / MaybeAppended. A full queue (appender.queue.max.records/.bytes) is waited "
+     "for, with the GIL released, up to timeout seconds (None: until there is room; 0: not at "
+     "all), then QueueFull (a NotAppended: nothing queued) is raised. Raises Closed after "
+     "close(), InvalidArgument for an empty or too large record, TypeError for a non "
+     "bytes-like one."},
+    {"flush", KW app_flush, METH_VARARGS | METH_KEYWORDS,
+     "flush(timeout=None) -> int\n\nSends what is queued now and waits (GIL released) until "
+     "every append made before it has its future resolved; returns how many are still pending "
+     "(0 when done; they go on). timeout: seconds, None = until done, 0 = only start sending."},
+    {"close", KW app_close, METH_VARARGS | METH_KEYWORDS,
+     "close(timeout=None) -> None\n\nStops intake (later appends raise Closed), flushes for up "
+     "to timeout seconds (None: until every call settled), then ends the appender: calls still "
+     "queued fail with Closed as NotAppended, calls in flight as MaybeAppended. Every future is "
+     "resolved when close returns. Idempotent."},
+    {"__enter__", app_enter, METH_NOARGS, NULL},
+    {"__exit__", app_exit, METH_VARARGS, "Closes with timeout=None."},
+    {"stats", app_stats, METH_NOARGS, "stats() -> dict\n\nvarlog_appender_stats as a dict."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef app_getset[] = {
+    {"closed", app_get_closed, NULL, "True once close() began.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject vp_appender_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "varlog.Appender",
+    .tp_basicsize = sizeof(vp_appender_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A pipelined appender (Client.appender). Any thread may append; futures are "
+              "resolved on the appending thread or the appender's resolver thread, in the "
+              "order the library settled the calls, never on a library thread.",
+    .tp_weaklistoffset = offsetof(vp_appender_t, weakreflist),
+    .tp_dealloc = app_dealloc,
+    .tp_methods = app_methods,
+    .tp_getset = app_getset,
+};
+
+int vp_appender_init_type(PyObject *m)
+{
+    if (PyType_Ready(&vp_appender_type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(m, "Appender", (PyObject *)&vp_appender_type);
+}

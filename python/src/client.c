@@ -1,0 +1,588 @@
+/* varlog.Client: one libvarlog client, its synchronous calls, statistics and the log bridge. */
+#include "varlog_py.h"
+
+#include <time.h>
+
+static vp_client_t *live_clients; /* guarded by the GIL */
+
+/* Calls in progress with the GIL released hold the C pointer; close waits for them rather
+ * than free what they are about to use (each is bounded by its own timeout). */
+#define CALL_BEGIN(c) (((vp_client_t *)(c))->calls++)
+#define CALL_END(c) (((vp_client_t *)(c))->calls--)
+
+varlog_client_t *vp_client_get(vp_client_t *c)
+{
+    if (c->client == NULL) {
+        PyObject *exc = vp_make_error(VARLOG_ERR_CLOSED, "the client is closed", -1);
+        if (exc != NULL) {
+            PyErr_SetObject(vp.Closed, exc);
+            Py_DECREF(exc);
+        }
+        return NULL;
+    }
+    return c->client;
+}
+
+int vp_client_adopt(vp_client_t *c, PyObject *child)
+{
+    PyObject *ref = PyWeakref_NewRef(child, NULL);
+    if (ref == NULL)
+        return -1;
+    /* drop references to children already gone, so a long-lived client does not grow */
+    Py_ssize_t n = PyList_GET_SIZE(c->children);
+    for (Py_ssize_t i = n - 1; i >= 0; i--)
+        if (PyWeakref_GetObject(PyList_GET_ITEM(c->children, i)) == Py_None)
+            PySequence_DelItem(c->children, i);
+    int rc = PyList_Append(c->children, ref);
+    Py_DECREF(ref);
+    return rc;
+}
+
+static void client_close_impl(vp_client_t *c)
+{
+    if (c->client == NULL)
+        return;
+    /* appenders first, as varlog_client_destroy would (timeout 0), but through their Python
+     * objects so that their futures are resolved and their resolver threads joined */
+    PyObject *kids = c->children;
+    c->children = PyList_New(0);
+    for (Py_ssize_t i = 0; kids != NULL && i < PyList_GET_SIZE(kids); i++) {
+        PyObject *o = PyWeakref_GetObject(PyList_GET_ITEM(kids, i));
+        if (o == Py_None)
+            continue;
+        Py_INCREF(o);
+        if (PyObject_TypeCheck(o, &vp_appender_type))
+            vp_appender_close_quiet((vp_appender_t *)o);
+        else
+            vp_subscription_close_quiet((vp_subscription_t *)o);
+        Py_DECREF(o);
+    }
+    Py_XDECREF(kids);
+    varlog_client_t *p = c->client;
+    c->client = NULL;
+    while (c->calls > 0) {
+        Py_BEGIN_ALLOW_THREADS struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        Py_END_ALLOW_THREADS
+    }
+    Py_BEGIN_ALLOW_THREADS varlog_client_destroy(p);
+    Py_END_ALLOW_THREADS if (c->prev) c->prev->next = c->next;
+    else if (live_clients == c) live_clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+}
+
+void vp_client_close_all(void)
+{
+    while (live_clients != NULL) {
+        vp_client_t *c = live_clients;
+        Py_INCREF(c);
+        client_close_impl(c);
+        if (live_clients == c) /* unlinked by close; defensive against a loop */
+            live_clients = c->next;
+        Py_DECREF(c);
+    }
+}
+
+static int client_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    vp_client_t *c = (vp_client_t *)self;
+    if (c->client != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Client.__init__ called twice");
+        return -1;
+    }
+    PyObject *addresses = NULL, *properties = Py_None, *logger = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:Client", &addresses, &properties))
+        return -1;
+    PyObject *rest = kwargs ? PyDict_Copy(kwargs) : PyDict_New();
+    if (rest == NULL)
+        return -1;
+    PyObject *v;
+    if ((v = PyDict_GetItemString(rest, "properties")) != NULL) {
+        properties = v;
+        Py_INCREF(properties);
+        PyDict_DelItemString(rest, "properties");
+    } else {
+        Py_INCREF(properties);
+    }
+    if ((v = PyDict_GetItemString(rest, "logger")) != NULL) {
+        logger = v;
+        PyDict_DelItemString(rest, "logger"); /* still referenced by kwargs */
+    }
+    int rc = -1;
+    varlog_conf_t *conf = varlog_conf_new();
+    if (conf == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    PyObject *addr_list =
+        PyUnicode_Check(addresses) ? PyTuple_Pack(1, addresses) : PySequence_Tuple(addresses);
+    if (addr_list == NULL)
+        goto out;
+    PyObject *props = PyDict_New();
+    if (props == NULL || PyDict_SetItemString(props, "metadata.addresses", addr_list) < 0) {
+        Py_DECREF(addr_list);
+        Py_XDECREF(props);
+        goto out;
+    }
+    Py_DECREF(addr_list);
+    int crc = vp_conf_apply(conf, props, NULL);
+    Py_DECREF(props);
+    if (crc < 0 || vp_conf_apply(conf, properties, rest) < 0)
+        goto out;
+    c->logger = logger == Py_None ? vp.default_logger : logger;
+    Py_INCREF(c->logger);
+    varlog_conf_set_log_cb(conf, vp_log_cb, c->logger);
+    char errstr[512];
+    varlog_client_t *client = NULL;
+    varlog_err_t err;
+    Py_BEGIN_ALLOW_THREADS err = varlog_client_new(&conf, &client, errstr, sizeof errstr);
+    Py_END_ALLOW_THREADS if (err != VARLOG_OK)
+    {
+        PyObject *exc = vp_make_error(err, errstr, -1);
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        goto out;
+    }
+    c->client = client;
+    c->next = live_clients;
+    if (live_clients)
+        live_clients->prev = c;
+    live_clients = c;
+    rc = 0;
+out:
+    varlog_conf_destroy(conf);
+    Py_DECREF(properties);
+    Py_DECREF(rest);
+    return rc;
+}
+
+static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    vp_client_t *c = (vp_client_t *)type->tp_alloc(type, 0);
+    if (c == NULL)
+        return NULL;
+    c->children = PyList_New(0);
+    if (c->children == NULL) {
+        Py_DECREF(c);
+        return NULL;
+    }
+    return (PyObject *)c;
+}
+
+static void client_dealloc(PyObject *self)
+{
+    vp_client_t *c = (vp_client_t *)self;
+    client_close_impl(c);
+    if (c->weakreflist != NULL)
+        PyObject_ClearWeakRefs(self);
+    Py_XDECREF(c->logger);
+    Py_XDECREF(c->children);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *client_close(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    client_close_impl((vp_client_t *)self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_enter(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (vp_client_get((vp_client_t *)self) == NULL)
+        return NULL;
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *client_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    client_close_impl((vp_client_t *)self);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *id_list(const int32_t *ids, size_t n)
+{
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l != NULL && i < n; i++) {
+        PyObject *v = PyLong_FromLong(ids[i]);
+        if (v == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+    }
+    return l;
+}
+
+/* which: 0 topics, 1 log streams, 2 appendable log streams */
+static PyObject *list_ids(vp_client_t *c, int which, int32_t topic)
+{
+    varlog_client_t *cl = vp_client_get(c);
+    if (cl == NULL)
+        return NULL;
+    int32_t stack[64], *ids = stack;
+    size_t cap = 64, n = 0;
+    for (;;) {
+        varlog_err_t err = which == 0 ? varlog_client_topics(cl, ids, cap, &n)
+                           : which == 1
+                               ? varlog_client_log_streams(cl, topic, ids, cap, &n)
+                               : varlog_client_appendable_log_streams(cl, topic, ids, cap, &n);
+        if (err != VARLOG_OK) {
+            if (ids != stack)
+                PyMem_Free(ids);
+            return vp_raise(err, -1);
+        }
+        if (n <= cap)
+            break;
+        if (ids != stack)
+            PyMem_Free(ids);
+        cap = n;
+        ids = PyMem_Malloc(cap * sizeof *ids);
+        if (ids == NULL)
+            return PyErr_NoMemory();
+    }
+    PyObject *l = id_list(ids, n);
+    if (ids != stack)
+        PyMem_Free(ids);
+    return l;
+}
+
+static PyObject *client_topics(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    return list_ids((vp_client_t *)self, 0, 0);
+}
+
+static PyObject *client_log_streams(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"topic", "appendable", NULL};
+    int32_t topic;
+    int appendable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|$p:log_streams", kwlist, &topic, &appendable))
+        return NULL;
+    return list_ids((vp_client_t *)self, appendable ? 2 : 1, topic);
+}
+
+static PyObject *client_refresh(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:refresh", kwlist, &timeout))
+        return NULL;
+    int64_t ms = vp_timeout_ms(timeout, -1);
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (ms == -2 || cl == NULL)
+        return NULL;
+    varlog_err_t err;
+    CALL_BEGIN(self);
+    Py_BEGIN_ALLOW_THREADS err = varlog_client_refresh(cl, ms);
+    Py_END_ALLOW_THREADS CALL_END(self);
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    return PyLong_FromUnsignedLongLong(varlog_client_applied_index(cl));
+}
+
+/* The records of an append: one bytes-like object or a sequence of them, borrowed through
+ * the buffer protocol (no copy) until the call returns. */
+typedef struct recs {
+    Py_buffer *views;
+    varlog_record_t *records;
+    Py_ssize_t n;
+} recs_t;
+
+static void recs_release(recs_t *r)
+{
+    for (Py_ssize_t i = 0; i < r->n; i++)
+        PyBuffer_Release(&r->views[i]);
+    PyMem_Free(r->views);
+    PyMem_Free(r->records);
+}
+
+static int recs_get(PyObject *obj, recs_t *r)
+{
+    r->n = 0;
+    r->views = NULL;
+    r->records = NULL;
+    PyObject *seq;
+    if (PyObject_CheckBuffer(obj))
+        seq = PyTuple_Pack(1, obj);
+    else
+        seq = PySequence_Fast(obj, "records must be a bytes-like object or a list of them");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n == 0) {
+        Py_DECREF(seq);
+        PyErr_SetString(vp.InvalidArgument, "no records to append");
+        return -1;
+    }
+    r->views = PyMem_Calloc((size_t)n, sizeof *r->views);
+    r->records = PyMem_Calloc((size_t)n, sizeof *r->records);
+    if (r->views == NULL || r->records == NULL) {
+        Py_DECREF(seq);
+        recs_release(r);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &r->views[i], PyBUF_SIMPLE) < 0) {
+            Py_DECREF(seq);
+            recs_release(r);
+            return -1;
+        }
+        r->n = i + 1;
+        r->records[i].data = r->views[i].buf;
+        r->records[i].len = (size_t)r->views[i].len;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *records,
+                           PyObject *timeout)
+{
+    int64_t ms = vp_timeout_ms(timeout, -1);
+    if (ms == -2)
+        return NULL;
+    if (ms == 0) {
+        PyErr_SetString(PyExc_ValueError, "timeout must be None or above 0 for append");
+        return NULL;
+    }
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (cl == NULL)
+        return NULL;
+    recs_t r;
+    if (recs_get(records, &r) < 0)
+        return NULL;
+    varlog_entry_meta_t stack[16], *metas = stack;
+    if (r.n > 16 && (metas = PyMem_Malloc((size_t)r.n * sizeof *metas)) == NULL) {
+        recs_release(&r);
+        return PyErr_NoMemory();
+    }
+    varlog_err_t err;
+    varlog_outcome_t outcome = VARLOG_NOT_APPENDED;
+    CALL_BEGIN(self);
+    Py_BEGIN_ALLOW_THREADS if (ls > 0) err =
+        varlog_append_to(cl, topic, ls, r.records, (size_t)r.n, ms, metas, &outcome);
+    else err = varlog_append(cl, topic, r.records, (size_t)r.n, ms, metas, &outcome);
+    Py_END_ALLOW_THREADS CALL_END(self);
+    PyObject *res = NULL;
+    if (err != VARLOG_OK) {
+        vp_raise(err, (int)outcome);
+    } else if ((res = PyList_New(r.n)) != NULL) {
+        for (Py_ssize_t i = 0; i < r.n; i++) {
+            PyObject *m = vp_meta_new(&metas[i]);
+            if (m == NULL) {
+                Py_CLEAR(res);
+                break;
+            }
+            PyList_SET_ITEM(res, i, m);
+        }
+    }
+    if (metas != stack)
+        PyMem_Free(metas);
+    recs_release(&r);
+    return res;
+}
+
+static PyObject *client_append(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"topic", "records", "timeout", NULL};
+    int32_t topic;
+    PyObject *records, *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO|O:append", kwlist, &topic, &records, &timeout))
+        return NULL;
+    return do_append(self, topic, 0, records, timeout);
+}
+
+static PyObject *client_append_to(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"topic", "log_stream", "records", "timeout", NULL};
+    int32_t topic, ls;
+    PyObject *records, *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iiO|O:append_to", kwlist, &topic, &ls, &records,
+                                     &timeout))
+        return NULL;
+    if (ls < 1) {
+        PyErr_SetString(vp.InvalidArgument, "log_stream must be 1 or more");
+        return NULL;
+    }
+    return do_append(self, topic, ls, records, timeout);
+}
+
+static PyObject *client_peek(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"topic", "log_stream", "timeout", NULL};
+    int32_t topic, ls;
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ii|O:peek", kwlist, &topic, &ls, &timeout))
+        return NULL;
+    int64_t ms = vp_timeout_ms(timeout, -1);
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (ms == -2 || cl == NULL)
+        return NULL;
+    varlog_entry_meta_t first, last;
+    bool complete = false;
+    varlog_err_t err;
+    CALL_BEGIN(self);
+    Py_BEGIN_ALLOW_THREADS err = varlog_peek(cl, topic, ls, ms, &first, &last, &complete);
+    Py_END_ALLOW_THREADS CALL_END(self);
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    return Py_BuildValue("(NNO)", vp_meta_new(&first), vp_meta_new(&last),
+                         complete ? Py_True : Py_False);
+}
+
+static PyObject *client_trim(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"topic", "until_glsn", "timeout", NULL};
+    int32_t topic;
+    unsigned long long until;
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iK|O:trim", kwlist, &topic, &until, &timeout))
+        return NULL;
+    int64_t ms = vp_timeout_ms(timeout, -1);
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (ms == -2 || cl == NULL)
+        return NULL;
+    varlog_err_t err;
+    CALL_BEGIN(self);
+    Py_BEGIN_ALLOW_THREADS err = varlog_trim(cl, topic, (uint64_t)until, ms);
+    Py_END_ALLOW_THREADS CALL_END(self);
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    Py_RETURN_NONE;
+}
+
+static PyObject *client_stats(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (cl == NULL)
+        return NULL;
+    char *json = NULL;
+    size_t len = 0;
+    varlog_err_t err = varlog_stats_json(cl, &json, &len);
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    PyObject *jsonmod = PyImport_ImportModule("json");
+    PyObject *res = NULL;
+    if (jsonmod != NULL) {
+        res = PyObject_CallMethod(jsonmod, "loads", "s#", json, (Py_ssize_t)len);
+        Py_DECREF(jsonmod);
+    }
+    varlog_stats_json_free(json);
+    return res;
+}
+
+static PyObject *client_get_closed(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(((vp_client_t *)self)->client == NULL);
+}
+
+static PyObject *client_get_applied_index(PyObject *self, void *closure)
+{
+    (void)closure;
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    return cl ? PyLong_FromUnsignedLongLong(varlog_client_applied_index(cl)) : NULL;
+}
+
+/* defined in appender.c and subscription.c, methods of Client */
+PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *vp_client_subscribe(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *vp_client_subscribe_to(PyObject *self, PyObject *args, PyObject *kw);
+
+#define KW (PyCFunction)(void (*)(void))
+static PyMethodDef client_methods[] = {
+    {"close", client_close, METH_NOARGS,
+     "close() -> None\n\nCloses the client: its appenders first, as Appender.close(timeout=0) "
+     "(pending futures fail with Closed or MaybeAppended), then its subscriptions; waits for "
+     "calls in progress on other threads to return (each bounded by its timeout); joins every "
+     "thread of the library. No log record is emitted after it returns. Idempotent."},
+    {"__enter__", client_enter, METH_NOARGS, NULL},
+    {"__exit__", client_exit, METH_VARARGS, NULL},
+    {"topics", client_topics, METH_NOARGS,
+     "topics() -> list[int]\n\nTopic ids in the client's current metadata view (no network "
+     "call), increasing."},
+    {"log_streams", KW client_log_streams, METH_VARARGS | METH_KEYWORDS,
+     "log_streams(topic, *, appendable=False) -> list[int]\n\nLog stream ids of topic in the "
+     "metadata view (appendable=True: those append() would pick now). Raises UnknownTopic."},
+    {"refresh", KW client_refresh, METH_VARARGS | METH_KEYWORDS,
+     "refresh(timeout=None) -> int\n\nFetches the metadata now; returns its applied index. "
+     "Releases the GIL while it waits."},
+    {"append", KW client_append, METH_VARARGS | METH_KEYWORDS,
+     "append(topic, records, timeout=None) -> list[EntryMeta]\n\nAppends records (one "
+     "bytes-like object, or a list of them) as one batch, stored atomically with consecutive "
+     "GLSNs in one log stream, and waits for the answer with the GIL released. The buffers are "
+     "read in place (no copy) during the call. timeout: seconds for the whole call with its "
+     "retries; None = no overall deadline (each attempt is bounded by "
+     "append.attempt.timeout.ms).\nRaises NotAppended (certainly not stored: safe to retry), "
+     "MaybeAppended (perhaps stored), InvalidArgument (a ValueError: empty record, too large "
+     "a batch; nothing sent), TypeError (not bytes-like), Closed."},
+    {"append_to", KW client_append_to, METH_VARARGS | METH_KEYWORDS,
+     "append_to(topic, log_stream, records, timeout=None) -> list[EntryMeta]\n\nAs append(), "
+     "to the given log stream (retries stay there)."},
+    {"appender", KW vp_client_appender, METH_VARARGS | METH_KEYWORDS,
+     "appender(topic, log_stream=0) -> Appender\n\nA pipelined appender for topic (or a "
+     "(topic, log_stream) tuple): bound to log_stream when > 0, topic-wide when 0. Its "
+     "properties are the client's appender.* properties."},
+    {"subscribe", KW vp_client_subscribe, METH_VARARGS | METH_KEYWORDS,
+     "subscribe(topic, begin, end=None) -> Subscription\n\nAn iterator of the topic's entries "
+     "with GLSN in [begin, end) in GLSN order, each once, without gaps; end None tails for "
+     "ever."},
+    {"subscribe_to", KW vp_client_subscribe_to, METH_VARARGS | METH_KEYWORDS,
+     "subscribe_to(topic, log_stream, begin, end=None) -> Subscription\n\nEntries of one log "
+     "stream with LLSN in [begin, end), in LLSN order (their glsn is 0)."},
+    {"peek", KW client_peek, METH_VARARGS | METH_KEYWORDS,
+     "peek(topic, log_stream, timeout=None) -> (EntryMeta, EntryMeta, bool)\n\nThe first and "
+     "last entries of a log stream as its replicas report them (zeros when empty) and whether "
+     "the answer is complete (False: every answering replica is sealing)."},
+    {"trim", KW client_trim, METH_VARARGS | METH_KEYWORDS,
+     "trim(topic, until_glsn, timeout=None) -> None\n\nDeletes the topic's entries with GLSN "
+     "<= until_glsn on every node holding it (asynchronously on the node); see "
+     "varlog_trim in subscribe.h for what a node refuses silently."},
+    {"stats", client_stats, METH_NOARGS,
+     "stats() -> dict\n\nThe client's statistics document (varlog_stats_json, "
+     "docs/STATISTICS.md), parsed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef client_getset[] = {
+    {"closed", client_get_closed, NULL, "True once close() began.", NULL},
+    {"applied_index", client_get_applied_index, NULL,
+     "The applied index of the metadata the client uses.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject vp_client_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "varlog.Client",
+    .tp_basicsize = sizeof(vp_client_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Client(addresses, properties=None, *, logger=None, **props)\n\n"
+              "A client of one Varlog cluster, safe to share by threads. addresses: the "
+              "metadata repository's 'host:port' (a str, comma-separated, or a list). "
+              "Properties are the C library's (CONFIGURATION.md): dotted names in the "
+              "properties dict, or as keyword arguments with underscores for dots "
+              "(open_timeout_ms=2000 is open.timeout.ms). Values: str, int, bool, or a "
+              "list (comma-joined). The library's log goes to logger (default "
+              "logging.getLogger('varlog')), from whichever thread logs.\n"
+              "Opening blocks (GIL released) for discovery within open.timeout.ms. Raises "
+              "InvalidArgument (ValueError) for a bad property, VarlogError subclasses when "
+              "discovery fails.",
+    .tp_weaklistoffset = offsetof(vp_client_t, weakreflist),
+    .tp_new = client_new,
+    .tp_init = client_init,
+    .tp_dealloc = client_dealloc,
+    .tp_methods = client_methods,
+    .tp_getset = client_getset,
+};

@@ -1,0 +1,24 @@
+"""Varlog for Python: a binding of libvarlog, the C client of the Varlog distributed log.
+
+See python/README.md for the API, the outcome rules and the threading rules.
+"""
+
+import atexit
+
+from .errors import (Closed, InvalidArgument, MaybeAppended, NotAppended, QueueFull, TimedOut,
+                     Trimmed, UnknownLogStream, UnknownTopic, VarlogError)
+from ._future import AppendFuture
+from ._varlog import (GLSN_MAX, Admin, Appender, Client, Entry, EntryMeta, Server,
+                      Subscription, err_name, version)
+from . import _varlog
+
+__all__ = [
+    "Admin", "AppendFuture", "Appender", "Client", "Closed", "Entry", "EntryMeta", "GLSN_MAX",
+    "InvalidArgument", "MaybeAppended", "NotAppended", "QueueFull", "Server", "Subscription",
+    "TimedOut", "Trimmed", "UnknownLogStream", "UnknownTopic", "VarlogError", "err_name",
+    "version",
+]
+
+# Before the interpreter finalizes: close every client (their appenders and subscriptions
+# first), so that no thread of the library calls into a finalized interpreter.
+atexit.register(_varlog._shutdown)
