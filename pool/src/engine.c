@@ -128,10 +128,14 @@ vq_err_t vq_engine_start(vq_engine_t *e)
     if (vq_engine_stopping_(e))
         rc = VQ_ERR_SHUTDOWN;
     else if (!e->started) {
-        if (pthread_create(&e->disp, NULL, vq_dispatcher_main_, e) == 0)
+        if (pthread_create(&e->disp, NULL, vq_dispatcher_main_, e) == 0) {
+            /* By its creator, as the workers are (spawn_locked): a thread not yet run would
+             * bear the caller's name. */
+            pthread_setname_np(e->disp, "vq-dispatcher");
             e->started = true;
-        else
+        } else {
             rc = VQ_ERR_THREAD;
+        }
     }
     pthread_mutex_unlock(&e->mu);
     return rc;

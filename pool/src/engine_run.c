@@ -389,8 +389,6 @@ static void *worker_main(void *arg)
     vq_worker_t *w = arg;
     vq_engine_t *e = w->e;
     tls_engine = e;
-    /* Named, so that a census of a process's threads tells the engine's apart. */
-    pthread_setname_np(pthread_self(), "vq-worker");
     w->rng = (uint64_t)vq_now_ns() ^ (uint64_t)(uintptr_t)w;
     pthread_mutex_lock(&e->mu);
     for (;;) {
@@ -460,6 +458,10 @@ static const char *spawn_locked(vq_engine_t *e)
         free(w);
         return "queue: cannot create a worker thread";
     }
+    /* Named here rather than by the thread: until it first runs, a new thread bears its
+     * creator's name, so a worker that a loaded machine had not yet scheduled was listed as a
+     * second "vq-dispatcher" by a census of the process's threads (test_resource_bounds). */
+    pthread_setname_np(w->th, "vq-worker");
     w->next = e->threads;
     if (w->next)
         w->next->prev = w;
@@ -513,7 +515,6 @@ void *vq_dispatcher_main_(void *arg)
 {
     vq_engine_t *e = arg;
     tls_engine = e;
-    pthread_setname_np(pthread_self(), "vq-dispatcher");
     pthread_mutex_lock(&e->mu);
     while (!e->exiting) {
         e->disp_wake_at = INT64_MIN; /* awake: workers need not signal new deadlines */
