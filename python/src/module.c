@@ -31,6 +31,8 @@ PyObject *vp_make_error(varlog_err_t err, const char *text, int outcome)
         cls = vp.InvalidArgument;
     else if (err == VARLOG_ERR_QUEUE_FULL)
         cls = vp.QueueFull;
+    else if (err == VARLOG_ERR_CLOSED && outcome == VARLOG_NOT_APPENDED)
+        cls = vp.ClosedNotAppended;
     else if (outcome == VARLOG_MAYBE_APPENDED)
         cls = vp.MaybeAppended;
     else if (outcome == VARLOG_NOT_APPENDED)
@@ -309,6 +311,7 @@ static int load_errors(void)
         {&vp.UnknownTopic, "UnknownTopic"},
         {&vp.UnknownLogStream, "UnknownLogStream"},
         {&vp.Trimmed, "Trimmed"},
+        {&vp.ClosedNotAppended, "ClosedNotAppended"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyObject_GetAttrString(errors, names[i].name);

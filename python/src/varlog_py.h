@@ -16,7 +16,7 @@
 /* Module state, one interpreter (the module declares no subinterpreter support). */
 typedef struct vp_state {
     PyObject *VarlogError, *NotAppended, *MaybeAppended, *QueueFull, *InvalidArgument, *Closed,
-        *TimedOut, *UnknownTopic, *UnknownLogStream, *Trimmed;
+        *TimedOut, *UnknownTopic, *UnknownLogStream, *Trimmed, *ClosedNotAppended;
     PyObject *future_cls; /* varlog.AppendFuture */
     PyTypeObject *entry_type, *meta_type;
     PyObject *default_logger; /* logging.getLogger("varlog") */

@@ -5,7 +5,7 @@ See python/README.md for the API, the outcome rules and the threading rules.
 
 import atexit
 
-from .errors import (Closed, InvalidArgument, MaybeAppended, NotAppended, QueueFull, TimedOut,
+from .errors import (Closed, ClosedNotAppended, InvalidArgument, MaybeAppended, NotAppended, QueueFull, TimedOut,
                      Trimmed, UnknownLogStream, UnknownTopic, VarlogError)
 from ._future import AppendFuture
 from ._varlog import (GLSN_MAX, Admin, Appender, Client, Entry, EntryMeta, Server,
@@ -13,7 +13,7 @@ from ._varlog import (GLSN_MAX, Admin, Appender, Client, Entry, EntryMeta, Serve
 from . import _varlog
 
 __all__ = [
-    "Admin", "AppendFuture", "Appender", "Client", "Closed", "Entry", "EntryMeta", "GLSN_MAX",
+    "Admin", "AppendFuture", "Appender", "Client", "Closed", "ClosedNotAppended", "Entry", "EntryMeta", "GLSN_MAX",
     "InvalidArgument", "MaybeAppended", "NotAppended", "QueueFull", "Server", "Subscription",
     "TimedOut", "Trimmed", "UnknownLogStream", "UnknownTopic", "VarlogError", "err_name",
     "version",

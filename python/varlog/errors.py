@@ -64,3 +64,8 @@ class UnknownLogStream(VarlogError, LookupError):
 
 class Trimmed(VarlogError):
     """A subscription's range lies in a trimmed prefix (ERR_TRIMMED)."""
+
+
+class ClosedNotAppended(Closed, NotAppended):
+    """An append refused or ended because its appender or client closed before the records
+    were sent (ERR_CLOSED with outcome NOT_APPENDED): both Closed and NotAppended."""

@@ -1,0 +1,170 @@
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+import varlog
+from conftest import APPEND, wait_for
+
+
+def test_futures_resolve_in_order_exactly_once(client, unraisable):
+    calls = []
+    with client.appender(1, log_stream=1) as app:
+        futs = [app.append(b"r%d" % i) for i in range(500)]
+        for f in futs:
+            f.add_done_callback(calls.append)
+        assert all(not f.cancel() for f in futs)  # a queued record cannot be unqueued
+        assert app.flush() == 0
+        assert all(f.done() for f in futs)
+        metas = [f.result() for f in futs]
+    assert [m.llsn for m in metas] == list(range(1, 501))
+    assert [m.glsn for m in metas] == list(range(1, 501))
+    assert len(calls) == 500 and len({id(f) for f in calls}) == 500
+    assert unraisable == []  # a second set_result would show here
+    got = [e.data for e in client.subscribe(1, 1, 501)]
+    assert got == [b"r%d" % i for i in range(500)]
+
+
+def test_topic_wide_appender_and_tuple_form(client):
+    with client.appender((1, 2)) as app:
+        assert app.append(memoryview(b"xyz")).result(timeout=10).log_stream_id == 2
+    with client.appender(1) as app:
+        buf = bytearray(b"reuse")
+        f = app.append(buf)
+        buf[:] = b"XXXXX"  # the record was copied when append returned
+        m = f.result(timeout=10)
+        assert app.stats()["calls_appended"] == 1
+    (e,) = list(client.subscribe(1, m.glsn, m.glsn + 1))
+    assert e.data == b"reuse"
+
+
+def test_bad_input_and_closed_appender(client):
+    app = client.appender(1)
+    with pytest.raises(TypeError):
+        app.append("str")
+    with pytest.raises(varlog.InvalidArgument):
+        app.append(b"")
+    with pytest.raises(ValueError):
+        app.append(b"x", timeout=-2)
+    app.close()
+    assert app.closed
+    with pytest.raises(varlog.Closed) as ei:
+        app.append(b"x")
+    assert ei.value.outcome == "NOT_APPENDED" and isinstance(ei.value, varlog.NotAppended)
+    app.close()  # idempotent
+    with pytest.raises(varlog.UnknownTopic):
+        client.appender(42)
+    with pytest.raises(varlog.UnknownLogStream):
+        client.appender(1, log_stream=42)
+
+
+def test_failures_reach_the_futures(server):
+    with varlog.Client(server.address, append_retries=0) as c:
+        server.seal(1, 1)
+        with c.appender(1, log_stream=1) as app:
+            exc = app.append(b"x").exception(timeout=10)
+        assert isinstance(exc, varlog.NotAppended) and exc.name == "ERR_SEALED"
+        assert exc.text
+        server.unseal(1, 1)
+        server.drop_stream_after(APPEND, 0)
+        with c.appender(1, log_stream=1) as app:
+            exc = app.append(b"x").exception(timeout=10)
+        assert isinstance(exc, varlog.MaybeAppended) and exc.outcome == "MAYBE_APPENDED"
+
+
+def test_queue_full_raised_or_waited(server):
+    with varlog.Client(server.address, appender_queue_max_records=2,
+                       appender_batch_max_records=1, appender_linger_ms=0) as c:
+        server.delay(APPEND, 300)
+        with c.appender(1, log_stream=1) as app:
+            f1, f2 = app.append(b"1"), app.append(b"2")
+            with pytest.raises(varlog.QueueFull) as ei:
+                app.append(b"3", timeout=0)
+            assert isinstance(ei.value, varlog.NotAppended) and ei.value.name == "ERR_QUEUE_FULL"
+            with pytest.raises(varlog.QueueFull):
+                app.append(b"3", timeout=0.05)
+            f3 = app.append(b"3")  # waits, GIL released, until the first two are stored
+            assert [f.result(timeout=10).glsn for f in (f1, f2)] == [1, 2]
+            assert f3.result(timeout=10).glsn == 3
+
+
+def test_close_with_work_in_flight_resolves_every_future(server):
+    with varlog.Client(server.address, append_retries=0) as c:
+        server.delay(APPEND, 400)
+        app = c.appender(1, log_stream=1)
+        futs = [app.append(b"x") for _ in range(200)]
+        app.close(timeout=0)
+        assert all(f.done() for f in futs)
+        for f in futs:
+            e = f.exception()
+            assert e is None or isinstance(e, (varlog.NotAppended, varlog.MaybeAppended))
+        assert any(isinstance(f.exception(), varlog.VarlogError) for f in futs)
+
+
+def test_client_close_closes_its_appenders(server, unraisable):
+    c = varlog.Client(server.address)
+    server.delay(APPEND, 400)
+    app = c.appender(1)
+    futs = [app.append(b"x") for _ in range(50)]
+    c.close()
+    assert app.closed and all(f.done() for f in futs)
+    with pytest.raises(varlog.Closed):
+        app.append(b"x")
+    assert unraisable == []
+
+
+def test_many_threads_append_at_once(client):
+    threads, per = 8, 1000
+    results = [[] for _ in range(threads)]
+    with client.appender(1) as app:
+        start = threading.Barrier(threads)
+
+        def produce(k):
+            start.wait()
+            results[k] = [app.append(b"%d-%d" % (k, i)) for i in range(per)]
+
+        ts = [threading.Thread(target=produce, args=(k,)) for k in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        app.flush()
+    glsns = [f.result().glsn for r in results for f in r]
+    assert sorted(glsns) == list(range(1, threads * per + 1))
+    # each thread's records are stored in its order within a log stream
+    for r in results:
+        by_ls = {}
+        for f in r:
+            by_ls.setdefault(f.result().log_stream_id, []).append(f.result().llsn)
+        assert all(v == sorted(v) for v in by_ls.values())
+    data = {e.data for e in client.subscribe(1, 1, threads * per + 1)}
+    assert data == {b"%d-%d" % (k, i) for k in range(threads) for i in range(per)}
+
+
+SHUTDOWN = textwrap.dedent("""
+    import sys, varlog
+    srv = varlog.Server(topics=1, log_streams_per_topic=1)
+    c = varlog.Client(srv.address)
+    srv.delay("/varlog.snpb.LogIO/Append", 200)
+    app = c.appender(1)
+    futs = [app.append(b"x") for _ in range(1000)]
+    sub = c.subscribe(1, 1)
+    futs[-1].add_done_callback(lambda f: print("resolved", type(f.exception()).__name__,
+                                               flush=True))
+    print("exiting", flush=True)
+    # no close: the atexit hook must close the appender and the client, resolving the futures
+    # while Python can still run their callbacks, and then the server is freed
+""")
+
+
+def test_interpreter_exit_with_appends_in_flight():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    p = subprocess.run([sys.executable, "-c", SHUTDOWN], capture_output=True, text=True,
+                       timeout=30, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "exiting" in p.stdout and "resolved" in p.stdout, (p.stdout, p.stderr)
+    assert "Fatal" not in p.stderr and "Traceback" not in p.stderr, p.stderr

@@ -1,0 +1,104 @@
+import _thread
+import threading
+import time
+
+import pytest
+
+import varlog
+
+
+def test_subscribe_reads_a_range_in_glsn_order(client):
+    client.append_to(1, 1, [b"a", b"b"])
+    client.append_to(1, 2, [b"c"])
+    client.append_to(1, 1, [b"d"])
+    with client.subscribe(1, 1, 5) as sub:
+        entries = list(sub)
+        assert sub.ended
+        assert sub.next(timeout=0) is None  # after the end
+        assert sub.stats()["entries"] == 4
+    assert [e.glsn for e in entries] == [1, 2, 3, 4]
+    assert [e.data for e in entries] == [b"a", b"b", b"c", b"d"]
+    assert [(e.log_stream_id, e.llsn) for e in entries] == [(1, 1), (1, 2), (2, 1), (1, 3)]
+    assert all(isinstance(e, varlog.Entry) and e.topic_id == 1 for e in entries)
+
+
+def test_subscribe_to_reads_one_log_stream_in_llsn_order(client):
+    client.append_to(1, 2, [b"x", b"y", b"z"])
+    client.append_to(1, 1, [b"other"])
+    entries = list(client.subscribe_to(1, 2, 2, 4))
+    assert [(e.llsn, e.glsn, e.data) for e in entries] == [(2, 0, b"y"), (3, 0, b"z")]
+    with pytest.raises(varlog.InvalidArgument):
+        client.subscribe_to(1, 0, 1)
+
+
+def test_tail_waits_and_times_out(client):
+    with client.subscribe(1, 1) as sub:
+        t = time.monotonic()
+        assert sub.next(timeout=0.2) is None
+        assert time.monotonic() - t >= 0.19
+        client.append(1, b"late")
+        e = sub.next(timeout=10)
+        assert e.data == b"late" and e.glsn == 1
+
+
+def test_bad_ranges_and_unknown_topic(client):
+    with pytest.raises(varlog.InvalidArgument):
+        client.subscribe(1, 5, 5)
+    with pytest.raises(varlog.UnknownTopic):
+        client.subscribe(9, 1)
+    with pytest.raises(TypeError):
+        client.subscribe(1, "one")
+
+
+def test_close_from_another_thread_wakes_the_reader(client):
+    sub = client.subscribe(1, 1)
+    err = []
+
+    def read():
+        try:
+            for _ in sub:
+                pass
+        except varlog.Closed as e:
+            err.append(e)
+
+    t = threading.Thread(target=read)
+    t.start()
+    time.sleep(0.2)
+    sub.close()
+    t.join(5)
+    assert not t.is_alive() and len(err) == 1
+    assert sub.closed
+
+
+def test_keyboard_interrupt_is_noticed_while_waiting(client):
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        for _ in client.subscribe(1, 1):
+            pass
+    assert time.monotonic() - t < 3
+
+
+def test_trimmed_range_raises_trimmed(client):
+    client.append(1, [b"a", b"b", b"c", b"d"])
+    client.trim(1, 2)
+    sub = client.subscribe(1, 1, 5)
+    deadline = time.monotonic() + 10
+    with pytest.raises(varlog.Trimmed) as ei:
+        while time.monotonic() < deadline:  # the node trims asynchronously
+            list(sub)
+            sub.close()
+            sub = client.subscribe(1, 1, 5)
+    assert ei.value.name == "ERR_TRIMMED"
+    with pytest.raises(varlog.Trimmed):
+        next(sub)  # the failure is raised again
+
+
+def test_client_close_closes_subscriptions(server):
+    c = varlog.Client(server.address)
+    sub = c.subscribe(1, 1)
+    c.close()
+    assert sub.closed
+    with pytest.raises(varlog.Closed):
+        next(sub)
