@@ -5,7 +5,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 CTEST      = ctest --output-on-failure --timeout 600 -j $(JOBS)
 
-.PHONY: all deps configure build demo test test-cluster test-soak test-prometheus memcheck asan ubsan tsan bench install format check-format check-wire clean
+.PHONY: all deps configure build demo python test-python test test-cluster test-soak test-prometheus memcheck asan ubsan tsan bench install format check-format check-wire clean
 
 all: build
 
@@ -24,6 +24,19 @@ build: configure
 demo: configure
 	cmake --build $(BUILD) -j $(JOBS) --target varlog-cli
 	$(BUILD)/cli/varlog-cli demo $(DEMO_ARGS)
+
+# The Python binding (python/README.md), built in place in python/varlog against this build
+# tree's libvarlog and libvarlog_server with Debian's /usr/bin/python3, so that
+# `PYTHONPATH=python /usr/bin/python3` imports it; test-python runs its pytest suite (CTest
+# label python, also part of `make test`).
+PYTHON ?= /usr/bin/python3
+python: configure
+	cmake --build $(BUILD) -j $(JOBS) --target varlog varlog_server
+	cd python && VARLOG_BUILD_DIR=$(abspath $(BUILD)) $(PYTHON) setup.py -q build_ext --inplace
+
+test-python: configure
+	cmake --build $(BUILD) -j $(JOBS) --target varlog varlog_server
+	cd $(BUILD) && ctest -L python --output-on-failure
 
 # Every test except the valgrind copies (label memcheck), which `make memcheck` runs, the
 # tests against a real Varlog cluster (label cluster), which `make test-cluster` runs, the
