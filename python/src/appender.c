@@ -82,8 +82,37 @@ static void on_appended(const varlog_append_result_t *r, void *opaque)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Records appended with future=False: a success needs nothing from Python; a failure is
+ * queued for the resolvers, which log it (there is no future to carry it). */
+static void on_appended_bare(const varlog_append_result_t *r, void *opaque)
+{
+    if (r->err == VARLOG_OK)
+        return;
+    done_t *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return; /* counted in stats()["calls_failed"] all the same */
+    d->owner = opaque;
+    on_appended(r, d);
+}
+
+static void log_failure(done_t *d)
+{
+    PyObject *r = PyObject_CallMethod(
+        d->owner->client->logger, "log", "issss", 30, "append (future=False) failed: %s (%s): %s",
+        varlog_err_name(d->err), varlog_outcome_name(d->outcome), d->errtext ? d->errtext : "");
+    if (r == NULL)
+        PyErr_WriteUnraisable(d->owner->client->logger);
+    Py_XDECREF(r);
+}
+
 static void resolve(done_t *d)
 {
+    if (d->fut == NULL) {
+        log_failure(d);
+        free(d->errtext);
+        free(d);
+        return;
+    }
     static PyObject *s_set_result, *s_set_exception;
     if (s_set_result == NULL) {
         s_set_result = PyUnicode_InternFromString("set_result");
@@ -239,10 +268,12 @@ static PyObject *closed_error(void)
 
 static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"record", "timeout", NULL};
+    static char *kwlist[] = {"record", "timeout", "future", NULL};
     vp_appender_t *a = (vp_appender_t *)self;
     PyObject *record, *timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O:append", kwlist, &record, &timeout))
+    int want_future = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$p:append", kwlist, &record, &timeout,
+                                     &want_future))
         return NULL;
     int64_t ms = vp_timeout_ms(timeout, -1);
     if (ms == -2)
@@ -254,19 +285,27 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
     Py_buffer view;
     if (PyObject_GetBuffer(record, &view, PyBUF_SIMPLE) < 0)
         return NULL;
-    done_t *d = calloc(1, sizeof *d);
-    PyObject *fut = d ? PyObject_CallNoArgs(vp.future_cls) : PyErr_NoMemory();
-    if (fut == NULL) {
-        free(d);
-        PyBuffer_Release(&view);
-        return NULL;
+    done_t *d = NULL;
+    PyObject *fut = NULL;
+    varlog_append_cb *cb = on_appended_bare;
+    void *opaque = a;
+    if (want_future) {
+        d = calloc(1, sizeof *d);
+        fut = d ? PyObject_CallNoArgs(vp.future_cls) : PyErr_NoMemory();
+        if (fut == NULL) {
+            free(d);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        d->owner = a;
+        d->fut = fut;
+        Py_INCREF(fut); /* the callback's */
+        cb = on_appended;
+        opaque = d;
     }
-    d->owner = a;
-    d->fut = fut;
-    Py_INCREF(fut); /* the callback's */
     varlog_record_t rec = {.data = view.buf, .len = (size_t)view.len};
     /* first without waiting, GIL held: the common case costs no GIL hand-off */
-    varlog_err_t err = varlog_appender_append(a->app, &rec, 1, 0, on_appended, d);
+    varlog_err_t err = varlog_appender_append(a->app, &rec, 1, 0, cb, opaque);
     if (err == VARLOG_ERR_QUEUE_FULL && ms != 0) {
         int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
         for (;;) {
@@ -293,16 +332,18 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
     }
     PyBuffer_Release(&view);
     if (err != VARLOG_OK) {
-        Py_DECREF(fut);
-        Py_DECREF(fut);
+        Py_XDECREF(fut);
+        Py_XDECREF(fut);
         free(d);
         return vp_raise(err, VARLOG_NOT_APPENDED);
     }
+    if (fut == NULL)
+        Py_RETURN_NONE;
     return fut;
 interrupted:
     PyBuffer_Release(&view);
-    Py_DECREF(fut);
-    Py_DECREF(fut);
+    Py_XDECREF(fut);
+    Py_XDECREF(fut);
     free(d);
     return NULL;
 }
@@ -470,14 +511,16 @@ static void app_dealloc(PyObject *self)
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef app_methods[] = {
     {"append", KW app_append, METH_VARARGS | METH_KEYWORDS,
-     "append(record, timeout=None) -> AppendFuture\n\nQueues one record (bytes-like; copied "
+     "append(record, timeout=None, *, future=True) -> AppendFuture | None\n\nQueues one record "
+     "(bytes-like; copied "
      "once, into the transmit queue, before append returns: the buffer may be reused at once) "
      "and returns a future resolved exactly once: with its EntryMeta when stored, or with "
      "NotAppended / MaybeAppended. A full queue (appender.queue.max.records/.bytes) is waited "
      "for, with the GIL released, up to timeout seconds (None: until there is room; 0: not at "
      "all), then QueueFull (a NotAppended: nothing queued) is raised. Raises Closed after "
      "close(), InvalidArgument for an empty or too large record, TypeError for a non "
-     "bytes-like one."},
+     "bytes-like one. future=False: no future (about half the cost per record); the outcome "
+     "is then only counted (stats()) and a failure logged at WARNING on the client's logger."},
     {"flush", KW app_flush, METH_VARARGS | METH_KEYWORDS,
      "flush(timeout=None) -> int\n\nSends what is queued now and waits (GIL released) until "
      "every append made before it has its future resolved; returns how many are still pending "

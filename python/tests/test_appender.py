@@ -168,3 +168,30 @@ def test_interpreter_exit_with_appends_in_flight():
     assert p.returncode == 0, p.stderr
     assert "exiting" in p.stdout and "resolved" in p.stdout, (p.stdout, p.stderr)
     assert "Fatal" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_append_without_future_counts_and_logs_failures(server):
+    import logging
+
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    log = logging.getLogger("varlog.nofuture")
+    h = Keep()
+    log.addHandler(h)
+    try:
+        with varlog.Client(server.address, logger=log, append_retries=0) as c:
+            with c.appender(1, log_stream=1) as app:
+                assert app.append(b"x", future=False) is None
+                assert app.flush() == 0
+                assert app.stats()["calls_appended"] == 1
+                server.seal(1, 1)
+                app.append(b"y", future=False)
+                app.flush()
+                assert app.stats()["calls_failed"] == 1
+        assert any("ERR_SEALED" in m and "NOT_APPENDED" in m for m in seen), seen
+    finally:
+        log.removeHandler(h)
