@@ -1,4 +1,5 @@
-# varlog_add_test(<name> SOURCES <src>... [LIBS <lib>...] [TIMEOUT <s>] [LABELS <l>...] [NO_MEMCHECK])
+# varlog_add_test(<name> SOURCES <src>... [LIBS <lib>...] [TIMEOUT <s>] [LABELS <l>...] [NO_MEMCHECK]
+#                 [ARGS <arg>...])
 #
 # Builds a cmocka test program, registers it with CTest, and, when valgrind is available and
 # no sanitizer is on, registers a valgrind copy named <name>_memcheck with the label memcheck
@@ -16,20 +17,20 @@ set(VARLOG_TEST_ENV
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
 
 function(varlog_add_test name)
-    cmake_parse_arguments(ARG "NO_MEMCHECK" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+    cmake_parse_arguments(ARG "NO_MEMCHECK" "TIMEOUT" "SOURCES;LIBS;LABELS;ARGS" ${ARGN})
     if(NOT ARG_TIMEOUT)
         set(ARG_TIMEOUT 120)
     endif()
     add_executable(${name} ${ARG_SOURCES})
     target_link_libraries(${name} PRIVATE ${ARG_LIBS} PkgConfig::CMOCKA varlog_build_flags Threads::Threads)
-    add_test(NAME ${name} COMMAND ${name})
+    add_test(NAME ${name} COMMAND ${name} ${ARG_ARGS})
     set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}"
         ENVIRONMENT "${VARLOG_TEST_ENV}")
     if(VALGRIND_EXECUTABLE AND NOT VARLOG_SANITIZE AND NOT ARG_NO_MEMCHECK)
         add_test(NAME ${name}_memcheck
             COMMAND ${VALGRIND_EXECUTABLE} --error-exitcode=99 --leak-check=full
                     --show-leak-kinds=all --errors-for-leak-kinds=all
-                    --suppressions=${VARLOG_SUPP_DIR}/grpc.supp $<TARGET_FILE:${name}>)
+                    --suppressions=${VARLOG_SUPP_DIR}/grpc.supp $<TARGET_FILE:${name}> ${ARG_ARGS})
         math(EXPR memcheck_timeout "${ARG_TIMEOUT} * 10")
         set_tests_properties(${name}_memcheck PROPERTIES TIMEOUT ${memcheck_timeout}
             LABELS "memcheck;${ARG_LABELS}" ENVIRONMENT "VARLOG_UNDER_VALGRIND=1")
