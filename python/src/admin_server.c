@@ -67,7 +67,8 @@ static void admin_close_impl(vp_admin_t *a)
     if (p == NULL)
         return;
     a->admin = NULL;
-    Py_BEGIN_ALLOW_THREADS varlog_admin_destroy(p);
+    Py_BEGIN_ALLOW_THREADS
+    varlog_admin_destroy(p);
     Py_END_ALLOW_THREADS
 }
 
@@ -127,8 +128,10 @@ static PyObject *sn_dict(const varlog_storage_node_info_t *s)
         return NULL;                                                                               \
     varlog_err_t err;                                                                              \
     a_->calls++;                                                                                   \
-    Py_BEGIN_ALLOW_THREADS err = (call);                                                           \
-    Py_END_ALLOW_THREADS a_->calls--;                                                              \
+    Py_BEGIN_ALLOW_THREADS                                                                         \
+    err = (call);                                                                                  \
+    Py_END_ALLOW_THREADS                                                                           \
+    a_->calls--;                                                                                   \
     if (err != VARLOG_OK)                                                                          \
         return vp_raise(err, -1);
 
@@ -182,7 +185,8 @@ static PyObject *admin_list_topics(PyObject *self, PyObject *args, PyObject *kw)
     varlog_admin_t *adm = ms == -2 ? NULL : admin_get(a_);
     varlog_err_t err = VARLOG_ERR_CLOSED;
     if (adm != NULL) {
-        Py_BEGIN_ALLOW_THREADS err = varlog_admin_list_topics(adm, ms, out, LIST_CAP, &n);
+        Py_BEGIN_ALLOW_THREADS
+        err = varlog_admin_list_topics(adm, ms, out, LIST_CAP, &n);
         Py_END_ALLOW_THREADS
     }
     PyObject *l = NULL;
@@ -218,8 +222,8 @@ static PyObject *admin_list_log_streams(PyObject *self, PyObject *args, PyObject
     varlog_admin_t *adm = ms == -2 ? NULL : admin_get(a_);
     varlog_err_t err = VARLOG_ERR_CLOSED;
     if (adm != NULL) {
-        Py_BEGIN_ALLOW_THREADS err =
-            varlog_admin_list_log_streams(adm, topic, ms, out, LIST_CAP, &n);
+        Py_BEGIN_ALLOW_THREADS
+        err = varlog_admin_list_log_streams(adm, topic, ms, out, LIST_CAP, &n);
         Py_END_ALLOW_THREADS
     }
     PyObject *l = NULL;
@@ -416,9 +420,10 @@ static int server_init(PyObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     varlog_err_t err;
-    Py_BEGIN_ALLOW_THREADS err = varlog_server_start(&o, &s->srv);
-    Py_END_ALLOW_THREADS if (err != VARLOG_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_server_start(&o, &s->srv);
+    Py_END_ALLOW_THREADS
+    if (err != VARLOG_OK) {
         vp_raise(err, -1);
         return -1;
     }
@@ -430,7 +435,8 @@ static void server_close_impl(vp_server_t *s)
     varlog_server_t *p = s->srv;
     s->srv = NULL;
     if (p != NULL) {
-        Py_BEGIN_ALLOW_THREADS varlog_server_destroy(p);
+        Py_BEGIN_ALLOW_THREADS
+        varlog_server_destroy(p);
         Py_END_ALLOW_THREADS
     }
 }
@@ -478,8 +484,10 @@ static PyObject *server_stop(PyObject *self, PyObject *noargs)
     (void)noargs;
     SRV_OR_NULL(p);
     varlog_err_t err;
-    Py_BEGIN_ALLOW_THREADS err = varlog_server_stop(p);
-    Py_END_ALLOW_THREADS return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_server_stop(p);
+    Py_END_ALLOW_THREADS
+    return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
 }
 
 static PyObject *server_restart(PyObject *self, PyObject *noargs)
@@ -487,8 +495,10 @@ static PyObject *server_restart(PyObject *self, PyObject *noargs)
     (void)noargs;
     SRV_OR_NULL(p);
     varlog_err_t err;
-    Py_BEGIN_ALLOW_THREADS err = varlog_server_restart(p);
-    Py_END_ALLOW_THREADS return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_server_restart(p);
+    Py_END_ALLOW_THREADS
+    return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
 }
 
 static PyObject *server_add_topic(PyObject *self, PyObject *noargs)

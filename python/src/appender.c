@@ -33,8 +33,9 @@ struct vp_appender {
     PyObject_HEAD varlog_appender_t *app; /* NULL once close began */
     vp_client_t *client;
     PyObject *weakreflist;
-    int calls;    /* producers waiting in the library with the GIL released (GIL-guarded) */
-    int draining; /* a drain is resolving futures (GIL-guarded) */
+    int calls;         /* producers waiting in the library with the GIL released (GIL-guarded) */
+    int draining;      /* a drain is resolving futures (GIL-guarded) */
+    pthread_t drainer; /* the thread draining, while draining */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_room;
     done_t *head, *tail;
@@ -141,6 +142,7 @@ static bool drain(vp_appender_t *a)
     if (a->draining)
         return false;
     a->draining = 1;
+    a->drainer = pthread_self();
     for (;;) {
         pthread_mutex_lock(&a->mu);
         done_t *d = a->head;
@@ -160,11 +162,16 @@ static bool drain(vp_appender_t *a)
     return true;
 }
 
-/* Waits, GIL held, until every call settled so far has its future resolved. */
+/* Waits, GIL held, until every call settled so far has its future resolved. From a future's
+ * callback that this thread's drain runs (flush or close there), it cannot wait for the drain
+ * it is part of: that drain resolves the rest once the callback returns. */
 static void drain_all(vp_appender_t *a)
 {
+    if (a->draining && pthread_equal(a->drainer, pthread_self()))
+        return;
     while (!drain(a) || atomic_load(&a->count) > 0) {
-        Py_BEGIN_ALLOW_THREADS sched_yield();
+        Py_BEGIN_ALLOW_THREADS
+        sched_yield();
         Py_END_ALLOW_THREADS
     }
 }
@@ -186,9 +193,16 @@ static void *resolver_main(void *arg)
             break;
         if (!drain(a)) {
             /* the producer is resolving them: let it, rather than spin on the GIL */
-            Py_BEGIN_ALLOW_THREADS sched_yield();
+            Py_BEGIN_ALLOW_THREADS
+            sched_yield();
             Py_END_ALLOW_THREADS
         }
+        PyGILState_Release(st);
+    }
+    /* the reference taken for this thread; not dropped when Python is finalizing */
+    PyGILState_STATE st;
+    if (vp_gil_enter(&st)) {
+        Py_DECREF(a);
         PyGILState_Release(st);
     }
     return NULL;
@@ -217,8 +231,10 @@ PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
     varlog_appender_t *app = NULL;
     varlog_err_t err;
     c->calls++;
-    Py_BEGIN_ALLOW_THREADS err = varlog_appender_new(cl, topic, ls, &app);
-    Py_END_ALLOW_THREADS c->calls--;
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_appender_new(cl, topic, ls, &app);
+    Py_END_ALLOW_THREADS
+    c->calls--;
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     vp_appender_t *a = PyObject_New(vp_appender_t, &vp_appender_type);
@@ -314,9 +330,11 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
                 break;
             varlog_appender_t *p = a->app;
             a->calls++;
-            Py_BEGIN_ALLOW_THREADS err = varlog_appender_append(
-                p, &rec, 1, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS, on_appended, d);
-            Py_END_ALLOW_THREADS a->calls--;
+            Py_BEGIN_ALLOW_THREADS
+            err = varlog_appender_append(p, &rec, 1, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS,
+                                         on_appended, d);
+            Py_END_ALLOW_THREADS
+            a->calls--;
             if (err != VARLOG_ERR_QUEUE_FULL)
                 break;
             drain(a);
@@ -360,9 +378,10 @@ static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t 
             left = 0;
         varlog_err_t err;
         a->calls++;
-        Py_BEGIN_ALLOW_THREADS err =
-            varlog_appender_flush(p, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS, &pending);
-        Py_END_ALLOW_THREADS a->calls--;
+        Py_BEGIN_ALLOW_THREADS
+        err = varlog_appender_flush(p, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS, &pending);
+        Py_END_ALLOW_THREADS
+        a->calls--;
         drain(a);
         if (err == VARLOG_OK || left == 0)
             break;
@@ -402,7 +421,8 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
         return 0;
     a->app = NULL; /* no new appends; those waiting in the library see it within a chunk */
     while (a->calls > 0) {
-        Py_BEGIN_ALLOW_THREADS struct timespec ts = {0, 1000000};
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
         Py_END_ALLOW_THREADS
     }
@@ -411,19 +431,25 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
         rc = -1;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    Py_BEGIN_ALLOW_THREADS varlog_appender_close(&p, 0);
-    Py_END_ALLOW_THREADS if (a->resolver_started)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    varlog_appender_close(&p, 0);
+    Py_END_ALLOW_THREADS
+    if (a->resolver_started) {
         pthread_mutex_lock(&a->mu);
         a->stop = true;
         pthread_cond_broadcast(&a->cv_work);
         pthread_mutex_unlock(&a->mu);
-        Py_BEGIN_ALLOW_THREADS pthread_join(a->resolver, NULL);
-        Py_END_ALLOW_THREADS a->resolver_started = false;
+        if (pthread_equal(a->resolver, pthread_self())) {
+            pthread_detach(a->resolver); /* closed from a future's callback on it */
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            pthread_join(a->resolver, NULL);
+            Py_END_ALLOW_THREADS
+        }
+        a->resolver_started = false;
     }
     drain_all(a);
     PyErr_Restore(et, ev, tb);
-    Py_DECREF(a); /* the resolver's reference */
     return rc;
 }
 

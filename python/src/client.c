@@ -61,13 +61,18 @@ static void client_close_impl(vp_client_t *c)
     varlog_client_t *p = c->client;
     c->client = NULL;
     while (c->calls > 0) {
-        Py_BEGIN_ALLOW_THREADS struct timespec ts = {0, 1000000};
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
         Py_END_ALLOW_THREADS
     }
-    Py_BEGIN_ALLOW_THREADS varlog_client_destroy(p);
-    Py_END_ALLOW_THREADS if (c->prev) c->prev->next = c->next;
-    else if (live_clients == c) live_clients = c->next;
+    Py_BEGIN_ALLOW_THREADS
+    varlog_client_destroy(p);
+    Py_END_ALLOW_THREADS
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (live_clients == c)
+        live_clients = c->next;
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
@@ -137,9 +142,10 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kwargs)
     char errstr[512];
     varlog_client_t *client = NULL;
     varlog_err_t err;
-    Py_BEGIN_ALLOW_THREADS err = varlog_client_new(&conf, &client, errstr, sizeof errstr);
-    Py_END_ALLOW_THREADS if (err != VARLOG_OK)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_client_new(&conf, &client, errstr, sizeof errstr);
+    Py_END_ALLOW_THREADS
+    if (err != VARLOG_OK) {
         PyObject *exc = vp_make_error(err, errstr, -1);
         if (exc != NULL) {
             PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
@@ -284,8 +290,10 @@ static PyObject *client_refresh(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     varlog_err_t err;
     CALL_BEGIN(self);
-    Py_BEGIN_ALLOW_THREADS err = varlog_client_refresh(cl, ms);
-    Py_END_ALLOW_THREADS CALL_END(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_client_refresh(cl, ms);
+    Py_END_ALLOW_THREADS
+    CALL_END(self);
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     return PyLong_FromUnsignedLongLong(varlog_client_applied_index(cl));
@@ -371,10 +379,13 @@ static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *
     varlog_err_t err;
     varlog_outcome_t outcome = VARLOG_NOT_APPENDED;
     CALL_BEGIN(self);
-    Py_BEGIN_ALLOW_THREADS if (ls > 0) err =
-        varlog_append_to(cl, topic, ls, r.records, (size_t)r.n, ms, metas, &outcome);
-    else err = varlog_append(cl, topic, r.records, (size_t)r.n, ms, metas, &outcome);
-    Py_END_ALLOW_THREADS CALL_END(self);
+    Py_BEGIN_ALLOW_THREADS
+    if (ls > 0)
+        err = varlog_append_to(cl, topic, ls, r.records, (size_t)r.n, ms, metas, &outcome);
+    else
+        err = varlog_append(cl, topic, r.records, (size_t)r.n, ms, metas, &outcome);
+    Py_END_ALLOW_THREADS
+    CALL_END(self);
     PyObject *res = NULL;
     if (err != VARLOG_OK) {
         vp_raise(err, (int)outcome);
@@ -434,8 +445,10 @@ static PyObject *client_peek(PyObject *self, PyObject *args, PyObject *kw)
     bool complete = false;
     varlog_err_t err;
     CALL_BEGIN(self);
-    Py_BEGIN_ALLOW_THREADS err = varlog_peek(cl, topic, ls, ms, &first, &last, &complete);
-    Py_END_ALLOW_THREADS CALL_END(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_peek(cl, topic, ls, ms, &first, &last, &complete);
+    Py_END_ALLOW_THREADS
+    CALL_END(self);
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     return Py_BuildValue("(NNO)", vp_meta_new(&first), vp_meta_new(&last),
@@ -456,8 +469,10 @@ static PyObject *client_trim(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     varlog_err_t err;
     CALL_BEGIN(self);
-    Py_BEGIN_ALLOW_THREADS err = varlog_trim(cl, topic, (uint64_t)until, ms);
-    Py_END_ALLOW_THREADS CALL_END(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_trim(cl, topic, (uint64_t)until, ms);
+    Py_END_ALLOW_THREADS
+    CALL_END(self);
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     Py_RETURN_NONE;

@@ -54,10 +54,13 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
     varlog_subscription_t *sub = NULL;
     varlog_err_t err;
     c->calls++;
-    Py_BEGIN_ALLOW_THREADS if (ls > 0) err =
-        varlog_subscribe_to_iter(cl, topic, ls, (uint64_t)begin, end, &sub);
-    else err = varlog_subscribe_iter(cl, topic, (uint64_t)begin, end, &sub);
-    Py_END_ALLOW_THREADS c->calls--;
+    Py_BEGIN_ALLOW_THREADS
+    if (ls > 0)
+        err = varlog_subscribe_to_iter(cl, topic, ls, (uint64_t)begin, end, &sub);
+    else
+        err = varlog_subscribe_iter(cl, topic, (uint64_t)begin, end, &sub);
+    Py_END_ALLOW_THREADS
+    c->calls--;
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     vp_subscription_t *s = PyObject_New(vp_subscription_t, &vp_subscription_type);
@@ -108,7 +111,8 @@ PyObject *vp_client_subscribe_to(PyObject *self, PyObject *args, PyObject *kw)
 static void sub_close_impl(vp_subscription_t *s)
 {
     varlog_subscription_t *p;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&s->mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
     p = s->sub;
     s->sub = NULL;
     varlog_subscription_close(&p);
@@ -154,12 +158,13 @@ static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *
         int64_t chunk = WAIT_CHUNK_MS;
         if (timeout_ms >= 0 && timeout_ms - waited < chunk)
             chunk = timeout_ms - waited;
-        Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&s->mu);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&s->mu);
         err = next_locked(s, chunk, &e);
         if (err != VARLOG_OK)
             pthread_mutex_unlock(&s->mu);
-        Py_END_ALLOW_THREADS if (err == VARLOG_OK)
-        {
+        Py_END_ALLOW_THREADS
+        if (err == VARLOG_OK) {
             res = entry_new(&e);
             pthread_mutex_unlock(&s->mu);
             return res;
@@ -227,10 +232,13 @@ static PyObject *sub_stats(PyObject *self, PyObject *noargs)
     vp_subscription_t *s = (vp_subscription_t *)self;
     varlog_subscription_stats_t st;
     varlog_err_t err;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&s->mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
     err = s->sub ? varlog_subscription_stats(s->sub, &st) : VARLOG_ERR_CLOSED;
     pthread_mutex_unlock(&s->mu);
-    Py_END_ALLOW_THREADS if (err != VARLOG_OK) return vp_raise(err, -1);
+    Py_END_ALLOW_THREADS
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:I}", "entries", (unsigned long long)st.entries, "bytes",
         (unsigned long long)st.bytes, "next_position", (unsigned long long)st.next_position,
@@ -244,10 +252,12 @@ static PyObject *sub_get_closed(PyObject *self, void *closure)
     (void)closure;
     vp_subscription_t *s = (vp_subscription_t *)self;
     bool closed;
-    Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&s->mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
     closed = s->sub == NULL;
     pthread_mutex_unlock(&s->mu);
-    Py_END_ALLOW_THREADS return PyBool_FromLong(closed);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(closed);
 }
 
 static void sub_dealloc(PyObject *self)

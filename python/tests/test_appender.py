@@ -195,3 +195,28 @@ def test_append_without_future_counts_and_logs_failures(server):
         assert any("ERR_SEALED" in m and "NOT_APPENDED" in m for m in seen), seen
     finally:
         log.removeHandler(h)
+
+
+def test_flush_and_close_from_a_future_callback(client):
+    app = client.appender(1)
+    done = threading.Event()
+    outcomes = []
+
+    def on_done(f):
+        # runs on the resolver thread or the appending thread, never on a library thread
+        app.flush(timeout=1)
+        app.close()
+        outcomes.append(f.result().glsn)
+        done.set()
+
+    f = app.append(b"x")
+    f.add_done_callback(on_done)
+    later = []
+    try:
+        for _ in range(10):
+            later.append(app.append(b"y"))
+    except varlog.Closed:
+        pass  # the callback closed it meanwhile
+    assert done.wait(10)
+    assert app.closed and outcomes == [1]
+    assert all(x.done() for x in later)
