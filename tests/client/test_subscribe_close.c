@@ -339,18 +339,79 @@ static void test_destroy_after_close_from_handler(void **state)
     t_finish();
 }
 
+/* Joins of subscription threads, seen through pthread_join and pthread_setname_np wrapped at
+ * link time (CMakeLists.txt): a thread is a subscription's once it is named "varlog-sub", by
+ * whichever thread names it. An exited thread that nobody joined leaves /proc/self/task all
+ * the same, so only the join itself shows that the library joined it. */
+int __real_pthread_join(pthread_t th, void **ret);
+int __real_pthread_setname_np(pthread_t th, const char *name);
+int __wrap_pthread_join(pthread_t th, void **ret);
+int __wrap_pthread_setname_np(pthread_t th, const char *name);
+
+#define SUB_THREADS_MAX 256
+static pthread_mutex_t sub_threads_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t sub_threads[SUB_THREADS_MAX];
+static int n_sub_threads;
+static long sub_joins;
+
+int __wrap_pthread_setname_np(pthread_t th, const char *name)
+{
+    if (strcmp(name, "varlog-sub") == 0) {
+        pthread_mutex_lock(&sub_threads_mu);
+        bool known = false;
+        for (int i = 0; i < n_sub_threads && !known; i++)
+            known = pthread_equal(sub_threads[i], th);
+        if (!known && n_sub_threads < SUB_THREADS_MAX)
+            sub_threads[n_sub_threads++] = th;
+        pthread_mutex_unlock(&sub_threads_mu);
+    }
+    return __real_pthread_setname_np(th, name);
+}
+
+int __wrap_pthread_join(pthread_t th, void **ret)
+{
+    int rc = __real_pthread_join(th, ret);
+    if (rc == 0) {
+        /* Forgotten once joined: a later thread may be given the same pthread_t. */
+        pthread_mutex_lock(&sub_threads_mu);
+        for (int i = 0; i < n_sub_threads; i++)
+            if (pthread_equal(sub_threads[i], th)) {
+                sub_threads[i] = sub_threads[--n_sub_threads];
+                sub_joins++;
+                break;
+            }
+        pthread_mutex_unlock(&sub_threads_mu);
+    }
+    return rc;
+}
+
+static long sub_joins_now(void)
+{
+    pthread_mutex_lock(&sub_threads_mu);
+    long n = sub_joins;
+    pthread_mutex_unlock(&sub_threads_mu);
+    return n;
+}
+
 /* Subscriptions closed from their handlers are joined without a client destroy too: their
- * threads do not pile up while the client lives. */
+ * threads do not pile up while the client lives. Each round's subscribe joins the thread of
+ * the round before, whose handler closed it and which has exited (awaited below). */
 static void test_close_from_handler_many(void **state)
 {
     (void)state;
     t_start(1, 1, 100, NULL);
+    long joins0 = sub_joins_now();
     for (int i = 0; i < 20; i++) {
         stu_sink_t s;
         stu_sink_init(&s, 8);
         s.close_at = 1;
         varlog_subscription_t *sub = NULL;
         subscribe_ok(1, (uint64_t)i + 1, VARLOG_GLSN_MAX, &s, &sub);
+        long joined = sub_joins_now() - joins0;
+        if (joined < i)
+            fail_msg("round %d: %ld of the %d subscriptions closed from their handlers were "
+                     "joined while the client lives",
+                     i, joined, i);
         pthread_mutex_lock(&s.sync.mu);
         s.sub = sub;
         pthread_mutex_unlock(&s.sync.mu);
