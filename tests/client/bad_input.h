@@ -79,7 +79,14 @@ typedef struct bi_table {
 size_t bi_count_functions(const bi_table_t *tables, size_t n_tables);
 
 /* Every function a public header declares with VARLOG_API that no row names: printed, and
- * counted. So a function added to the API without its rows fails the test. */
+ * counted. So a function added to the API without its rows fails the test. A declaration that
+ * does not read as a function, or a header that cannot be read, counts as one. */
 size_t bi_uncovered(const char *header_path, const bi_table_t *tables, size_t n_tables);
+
+/* The public headers, as paths under source_dir: those varlog.h includes and every header of
+ * the installed include directories (client/ and server/include/varlog). admin: the half
+ * test_bad_input_admin checks (admin.h and the embedded server's), else the client's rest.
+ * Fills up to cap paths; returns how many there are. */
+size_t bi_public_headers(const char *source_dir, bool admin, char (*out)[512], size_t cap);
 
 #endif

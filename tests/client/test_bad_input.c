@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -590,23 +591,46 @@ static void test_rows_while_closing_and_after(void **state)
 static void test_every_function_has_a_row(void **state)
 {
     (void)state;
-    static const char *const headers[] = {"client.h", "conf.h",  "appender.h", "subscribe.h",
-                                          "stats.h",  "error.h", "log.h",      "version.h"};
+    char headers[32][512];
+    size_t n_headers = bi_public_headers(VARLOG_SOURCE_DIR, false, headers, 32);
+    assert_true(n_headers <= 32);
     const bi_table_t tables[] = {bi_conf_rows,        bi_conf_open_rows,    TABLE(pure_rows),
                                  TABLE(open_rows),    bi_read_rows,         TABLE(callback_rows),
                                  TABLE(closing_rows), bi_read_closing_rows, TABLE(after_rows),
                                  bi_read_after_rows};
     size_t n_tables = sizeof(tables) / sizeof(tables[0]), missing = 0, rows = 0;
-    for (size_t i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
-        char path[512];
-        snprintf(path, sizeof(path), "%s/client/include/varlog/%s", VARLOG_SOURCE_DIR, headers[i]);
-        missing += bi_uncovered(path, tables, n_tables);
-    }
+    for (size_t i = 0; i < n_headers; i++)
+        missing += bi_uncovered(headers[i], tables, n_tables);
     for (size_t t = 0; t < n_tables; t++)
         rows += tables[t].n;
-    printf("bad input: %zu rows over %zu functions of the client's headers\n", rows,
-           bi_count_functions(tables, n_tables));
+    printf("bad input: %zu rows over %zu functions of the client's %zu headers\n", rows,
+           bi_count_functions(tables, n_tables), n_headers);
     assert_int_equal(missing, 0);
+}
+
+/* The check above reads declarations however they are written: a blank before '(', a name
+ * of 64 characters or more, the name on the line after its type; and not what a comment or
+ * a #define holds. With no rows at all, each declaration is one missing. */
+static void test_declarations_read(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/bad_input_decl_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "#define VARLOG_API __attribute__((visibility(\"default\")))\n"
+            "/* VARLOG_API int varlog_in_a_comment(void); */\n"
+            "// VARLOG_API int varlog_in_a_line_comment(void);\n"
+            "VARLOG_API int varlog_spaced (int a);\n"
+            "VARLOG_API const char *\nvarlog_%s\n    (void);\n"
+            "VARLOG_API void varlog_plain(void);\n",
+            "a_name_that_is_longer_than_sixty_four_characters_as_a_header_may_hold");
+    fclose(f);
+    size_t missing = bi_uncovered(path, NULL, 0);
+    unlink(path);
+    assert_int_equal(missing, 3);
 }
 
 int main(void)
@@ -618,6 +642,7 @@ int main(void)
         cmocka_unit_test_teardown(test_rows_in_callback, teardown),
         cmocka_unit_test_teardown(test_rows_while_closing_and_after, teardown),
         cmocka_unit_test(test_every_function_has_a_row),
+        cmocka_unit_test(test_declarations_read),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     bi_fini();
