@@ -171,7 +171,18 @@ static void test_defaults(void **state)
     run_result_free(&r);
     r = CLI("--mr", addr, "peek", "--log-stream", "1");
     assert_int_equal(r.status, 0);
-    assert_null(strstr(r.out, "first_glsn=1 "));
+    /* All 20000 went to log stream 1 (append's first appendable one); what is left of them
+     * fits 1 MiB and starts past GLSN 1. */
+    unsigned long long first = 0, first_llsn = 0, last = 0, last_llsn = 0;
+    if (sscanf(r.out,
+               "topic=1 log_stream=1 first_glsn=%llu first_llsn=%llu last_glsn=%llu "
+               "last_llsn=%llu",
+               &first, &first_llsn, &last, &last_llsn) != 4)
+        fail_msg("peek printed no line for log stream 1:\n%s", r.out);
+    if (first <= 1 || last != 20000 || (last_llsn - first_llsn + 1) * 100 > 1024 * 1024)
+        fail_msg("--max-bytes 1m: log stream 1 holds GLSN %llu..%llu (LLSN %llu..%llu), want a "
+                 "first GLSN past 1, the last 20000 and at most 1 MiB of 100-byte records",
+                 first, last, first_llsn, last_llsn);
     run_result_free(&r);
     assert_int_equal(stop_server(pid), 0);
 }
@@ -196,9 +207,27 @@ static void test_size_suffixes(void **state)
             fail_msg("varlog-cli %s --help lacks '%s':\n%s", cmds[i], SUFFIX_RULE, r.out);
         run_result_free(&r);
     }
-    run_result_t r = CLI("-q", "append", "--count", "1", "--size", "1k", "--positions");
+    /* --size 1k: the record stored is 1024 bytes, read back from a server of its own
+     * (subscribe prints 'GLSN LLSN LS DATA', the generated data printable) */
+    char addr[64];
+    pid_t pid = start_server(
+        (const char *const[]){"varlog-server", "--listen", "127.0.0.1:0", NULL}, addr, sizeof addr);
+    g_server = pid;
+    run_result_t r = CLI("--mr", addr, "append", "--count", "1", "--size", "1k", "--positions");
     assert_int_equal(r.status, 0);
+    assert_string_equal(r.out, "1 1 1\nappended 1 record, GLSN 1\n");
     run_result_free(&r);
+    r = CLI("--mr", addr, "subscribe", "--end", "now");
+    assert_int_equal(r.status, 0);
+    const char *prefix = "1 1 1 ";
+    size_t out_len = strlen(r.out);
+    size_t data_len = out_len > strlen(prefix) ? out_len - strlen(prefix) - 1 : 0;
+    if (strncmp(r.out, prefix, strlen(prefix)) != 0 ||
+        strchr(r.out, '\n') != r.out + strlen(r.out) - 1 || data_len != 1024)
+        fail_msg("--size 1k: read back %zu bytes, want one record of 1024:\n%.200s", data_len,
+                 r.out);
+    run_result_free(&r);
+    assert_int_equal(stop_server(pid), 0);
     r = CLI("-q", "append", "--count", "2", "--size", "1q");
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, SUFFIX_RULE));
@@ -216,7 +245,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_port_in_use),
         cmocka_unit_test_teardown(test_defaults, teardown_server),
-        cmocka_unit_test(test_size_suffixes),
+        cmocka_unit_test_teardown(test_size_suffixes, teardown_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
