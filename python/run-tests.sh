@@ -1,5 +1,6 @@
 #!/bin/sh
-# The CTest entry of the Python binding (label python): builds varlog._varlog against the
+# The CTest entries of the Python binding (python_pytest, label python; python_cluster,
+# label cluster): builds varlog._varlog against the
 # CMake build tree BUILD (its libvarlog and libvarlog_server, an rpath to them) into
 # BUILD/python/lib, never into the source tree, then runs the pytest suite with it.
 #   python/run-tests.sh BUILD [SANITIZER] [pytest args...]
@@ -29,6 +30,13 @@ skip() {
     skip "Python.h not found for $PY: apt-get install python3-dev (make deps)"
 "$PY" -c 'import pytest' 2>/dev/null || skip "pytest not found for $PY: apt-get install python3-pytest (make deps)"
 
+# VARLOG_PY_SUITE=tests_cluster: the real-cluster scenario (CTest python_cluster, label
+# cluster), skipped like the C cluster tests where no Varlog binaries exist.
+SUITE=${VARLOG_PY_SUITE:-tests}
+if [ "$SUITE" = tests_cluster ] && [ -z "${VARLOG_BIN:-}" ] && [ ! -d "$HERE/../../shared/varlog" ]; then
+    skip "no Varlog binaries: set VARLOG_BIN or provide ../shared/varlog"
+fi
+
 OUT="$BUILD/python"
 cd "$HERE" || exit 1
 if ! VARLOG_BUILD_DIR="$BUILD" VARLOG_PY_CFLAGS=-Werror "$PY" setup.py -q build \
@@ -38,7 +46,7 @@ if ! VARLOG_BUILD_DIR="$BUILD" VARLOG_PY_CFLAGS=-Werror "$PY" setup.py -q build 
     exit 1
 fi
 cd "$OUT" || exit 1
-PYTHONPATH="$OUT/lib" "$PY" -m pytest -q -p no:cacheprovider --rootdir "$HERE" "$HERE/tests" "$@"
+PYTHONPATH="$OUT/lib" "$PY" -m pytest -q -p no:cacheprovider --rootdir "$HERE" "$HERE/$SUITE" "$@"
 rc=$?
 if [ $rc -eq 5 ]; then
     echo "python tests: pytest collected no tests (exit 5): failing"
