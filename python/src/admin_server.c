@@ -262,6 +262,66 @@ static PyObject *admin_list_storage_nodes(PyObject *self, PyObject *args, PyObje
     return l;
 }
 
+static PyObject *admin_get_storage_node(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"storage_node", "timeout", NULL};
+    PyObject *timeout = Py_None;
+    int32_t id;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|O:get_storage_node", kwlist, &id, &timeout))
+        return NULL;
+    varlog_storage_node_info_t sn;
+    ADMIN_CALL(self, timeout, varlog_admin_get_storage_node(adm, id, ms, &sn));
+    return sn_dict(&sn);
+}
+
+static PyObject *admin_list_mr_nodes(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:list_mr_nodes", kwlist, &timeout))
+        return NULL;
+    varlog_mr_node_info_t out[16];
+    size_t n = 0;
+    ADMIN_CALL(self, timeout, varlog_admin_list_mr_nodes(adm, ms, out, 16, &n));
+    PyObject *l = PyList_New(0);
+    for (size_t i = 0; l && i < n && i < 16; i++) {
+        PyObject *d = Py_BuildValue(
+            "{s:K,s:s,s:s,s:O,s:O}", "node_id", (unsigned long long)out[i].node_id, "raft_url",
+            out[i].raft_url, "rpc_addr", out[i].rpc_addr, "leader",
+            out[i].leader ? Py_True : Py_False, "learner", out[i].learner ? Py_True : Py_False);
+        if (d == NULL || PyList_Append(l, d) < 0)
+            Py_CLEAR(l);
+        Py_XDECREF(d);
+    }
+    return l;
+}
+
+static PyObject *admin_get_mr_members(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:get_mr_members", kwlist, &timeout))
+        return NULL;
+    varlog_mr_member_t out[16];
+    size_t n = 0;
+    uint64_t leader = 0;
+    int32_t rf = 0;
+    ADMIN_CALL(self, timeout, varlog_admin_get_mr_members(adm, ms, &leader, &rf, out, 16, &n));
+    PyObject *members = PyDict_New();
+    for (size_t i = 0; members && i < n && i < 16; i++) {
+        PyObject *k = PyLong_FromUnsignedLongLong(out[i].node_id);
+        PyObject *v = PyUnicode_FromString(out[i].peer);
+        if (k == NULL || v == NULL || PyDict_SetItem(members, k, v) < 0)
+            Py_CLEAR(members);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    if (members == NULL)
+        return NULL;
+    return Py_BuildValue("{s:K,s:i,s:N}", "leader", (unsigned long long)leader,
+                         "replication_factor", rf, "members", members);
+}
+
 static PyObject *admin_add_log_stream(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"topic", "timeout", NULL};
@@ -374,6 +434,12 @@ static PyMethodDef admin_methods[] = {
      "trim(topic, last_glsn, timeout=None) -> None: trims every log stream of the topic."},
     {"list_storage_nodes", KW admin_list_storage_nodes, KWM,
      "list_storage_nodes(timeout=None) -> list[dict]"},
+    {"get_storage_node", KW admin_get_storage_node, KWM,
+     "get_storage_node(storage_node, timeout=None) -> dict. VarlogError ERR_RPC_NOT_FOUND."},
+    {"list_mr_nodes", KW admin_list_mr_nodes, KWM,
+     "list_mr_nodes(timeout=None) -> list[dict]: the metadata repository's nodes."},
+    {"get_mr_members", KW admin_get_mr_members, KWM,
+     "get_mr_members(timeout=None) -> dict: leader, replication_factor, members {id: peer}."},
     {"close", admin_close, METH_NOARGS, "close() -> None. Idempotent."},
     {"__enter__", ctx_enter, METH_NOARGS, NULL},
     {"__exit__", admin_exit, METH_VARARGS, NULL},

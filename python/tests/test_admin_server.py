@@ -25,6 +25,14 @@ def test_admin_topics_and_log_streams(server):
         with pytest.raises(varlog.InvalidArgument):
             adm.get_topic(1, timeout=0)  # the library refuses 0
         assert adm.list_storage_nodes()[0]["address"] == server.address
+        assert adm.get_storage_node(1)["storage_node_id"] == 1
+        with pytest.raises(varlog.VarlogError) as ei:
+            adm.get_storage_node(9)
+        assert ei.value.name == "ERR_RPC_NOT_FOUND"
+        mrs = adm.list_mr_nodes()
+        assert len(mrs) == 1 and mrs[0]["rpc_addr"]
+        members = adm.get_mr_members()
+        assert members["replication_factor"] == 1 and len(members["members"]) == 1
         adm.unregister_topic(t)
     with pytest.raises(varlog.Closed):
         adm.list_topics()
