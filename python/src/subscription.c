@@ -18,6 +18,7 @@ struct vp_subscription {
     vp_client_t *client;
     PyObject *weakreflist;
     varlog_err_t ended; /* END, or the failure, once reported (GIL-guarded) */
+    PyObject *failure;  /* the exception raised for it, raised again by later calls */
 };
 
 static PyObject *entry_new(const varlog_entry_t *e)
@@ -74,6 +75,7 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
     Py_INCREF(c);
     s->weakreflist = NULL;
     s->ended = VARLOG_OK;
+    s->failure = NULL;
     if (vp_client_adopt(c, (PyObject *)s) < 0) {
         Py_DECREF(s);
         return NULL;
@@ -125,11 +127,13 @@ void vp_subscription_close_quiet(vp_subscription_t *s)
     sub_close_impl(s);
 }
 
-/* One varlog_subscription_next under mu, or CLOSED when the subscription is gone. */
-static varlog_err_t next_locked(vp_subscription_t *s, int64_t ms, varlog_entry_t *e)
+/* One varlog_subscription_next under mu, or CLOSED (*gone set) when the subscription is gone. */
+static varlog_err_t next_locked(vp_subscription_t *s, int64_t ms, varlog_entry_t *e, bool *gone)
 {
-    if (s->sub == NULL)
+    if (s->sub == NULL) {
+        *gone = true;
         return VARLOG_ERR_CLOSED;
+    }
     return varlog_subscription_next(s->sub, ms, e);
 }
 
@@ -139,14 +143,17 @@ static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *
 {
     if (s->ended == VARLOG_ERR_END)
         return NULL;
-    if (s->ended != VARLOG_OK)
-        return vp_raise(s->ended, -1);
+    if (s->ended != VARLOG_OK) {
+        PyErr_SetObject((PyObject *)Py_TYPE(s->failure), s->failure);
+        return NULL;
+    }
+    bool gone = false;
     varlog_entry_t e;
     varlog_err_t err = VARLOG_ERR_TIMED_OUT;
     PyObject *res = NULL;
     /* the entry must be turned into bytes before mu is released: a close would free it */
     if (pthread_mutex_trylock(&s->mu) == 0) {
-        err = next_locked(s, 0, &e);
+        err = next_locked(s, 0, &e, &gone);
         if (err == VARLOG_OK)
             res = entry_new(&e);
         pthread_mutex_unlock(&s->mu);
@@ -160,7 +167,7 @@ static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *
             chunk = timeout_ms - waited;
         Py_BEGIN_ALLOW_THREADS
         pthread_mutex_lock(&s->mu);
-        err = next_locked(s, chunk, &e);
+        err = next_locked(s, chunk, &e, &gone);
         if (err != VARLOG_OK)
             pthread_mutex_unlock(&s->mu);
         Py_END_ALLOW_THREADS
@@ -177,10 +184,17 @@ static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *
         *timed_out = true;
         return NULL;
     }
-    s->ended = err;
-    if (err == VARLOG_ERR_END)
+    if (err == VARLOG_ERR_END) {
+        s->ended = err;
         return NULL;
-    return vp_raise(err, -1);
+    }
+    /* the library's text is this thread's, set by the call that just failed */
+    s->failure = vp_make_error(err, gone ? "the subscription was closed" : varlog_last_error(), -1);
+    if (s->failure == NULL)
+        return NULL;
+    s->ended = err;
+    PyErr_SetObject((PyObject *)Py_TYPE(s->failure), s->failure);
+    return NULL;
 }
 
 static PyObject *sub_iternext(PyObject *self)
@@ -267,6 +281,7 @@ static void sub_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     sub_close_impl(s);
     pthread_mutex_destroy(&s->mu);
+    Py_XDECREF(s->failure);
     Py_XDECREF(s->client);
     PyObject_Free(self);
 }

@@ -145,13 +145,30 @@ def test_many_threads_append_at_once(client):
 
 
 SHUTDOWN = textwrap.dedent("""
-    import sys, varlog
+    import sys, threading, varlog
     srv = varlog.Server(topics=1, log_streams_per_topic=1)
-    c = varlog.Client(srv.address)
+    c = varlog.Client(srv.address, appender_queue_max_records=2000)
     srv.delay("/varlog.snpb.LogIO/Append", 200)
     app = c.appender(1)
     futs = [app.append(b"x") for _ in range(1000)]
     sub = c.subscribe(1, 1)
+
+    def keep_appending():  # a daemon thread still appending (and waiting on a full queue)
+        try:
+            while True:
+                app.append(b"y")
+        except varlog.Closed:
+            pass
+
+    threading.Thread(target=keep_appending, daemon=True).start()
+    def read():
+        try:
+            for _ in sub:
+                pass
+        except varlog.Closed as e:
+            assert "closed" in e.text, e.text
+
+    threading.Thread(target=read, daemon=True).start()
     futs[-1].add_done_callback(lambda f: print("resolved", type(f.exception()).__name__,
                                                flush=True))
     print("exiting", flush=True)

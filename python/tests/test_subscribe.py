@@ -67,6 +67,10 @@ def test_close_from_another_thread_wakes_the_reader(client):
     sub.close()
     t.join(5)
     assert not t.is_alive() and len(err) == 1
+    assert "closed" in err[0].text, err[0].text
+    with pytest.raises(varlog.Closed) as ei:
+        sub.next(timeout=0)
+    assert ei.value is err[0]  # the same failure, raised again
     assert sub.closed
 
 
