@@ -337,7 +337,10 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
     }
     varlog_record_t rec = {.data = view.buf, .len = (size_t)view.len};
     /* first without waiting, GIL held: the common case costs no GIL hand-off */
-    varlog_err_t err = varlog_appender_append(a->app, &rec, 1, 0, cb, opaque);
+    /* a->app again: the Python code run since the check (drain, the future's creation) may
+     * have let another thread close the appender */
+    varlog_err_t err =
+        a->app == NULL ? VARLOG_ERR_CLOSED : varlog_appender_append(a->app, &rec, 1, 0, cb, opaque);
     if (err == VARLOG_ERR_QUEUE_FULL && ms != 0) {
         int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
         for (;;) {
@@ -345,10 +348,14 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
             if (left <= 0)
                 break;
             varlog_appender_t *p = a->app;
+            if (p == NULL) {
+                err = VARLOG_ERR_CLOSED;
+                break;
+            }
             a->calls++;
             Py_BEGIN_ALLOW_THREADS
             err = varlog_appender_append(p, &rec, 1, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS,
-                                         on_appended, d);
+                                         cb, opaque);
             Py_END_ALLOW_THREADS
             a->calls--;
             if (err != VARLOG_ERR_QUEUE_FULL)
@@ -383,8 +390,10 @@ interrupted:
 }
 
 /* Flushes p in bounded waits (so that signals are noticed); returns the calls still pending,
- * or -1 with an exception set (interrupted). GIL held. */
-static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t ms)
+ * or -1 with an exception set (interrupted). GIL held. closing: called by close, which owns p;
+ * otherwise a close on another thread (during the drain's Python code, a->calls being 0
+ * then) may free p, so p is used again only while a->app still is p. */
+static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t ms, bool closing)
 {
     int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
     size_t pending = 0;
@@ -399,6 +408,10 @@ static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t 
         Py_END_ALLOW_THREADS
         a->calls--;
         drain(a);
+        if (!closing && a->app != p) {
+            pending = 0; /* closed meanwhile: the close settles every call */
+            break;
+        }
         if (err == VARLOG_OK || left == 0)
             break;
         if (err != VARLOG_ERR_TIMED_OUT) {
@@ -424,7 +437,7 @@ static PyObject *app_flush(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     if (a->app == NULL)
         return closed_error();
-    Py_ssize_t n = flush_chunked(a, a->app, ms);
+    Py_ssize_t n = flush_chunked(a, a->app, ms, false);
     return n < 0 ? NULL : PyLong_FromSsize_t(n);
 }
 
@@ -443,7 +456,7 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
         Py_END_ALLOW_THREADS
     }
     int rc = 0;
-    if (ms != 0 && flush_chunked(a, p, ms) < 0)
+    if (ms != 0 && flush_chunked(a, p, ms, true) < 0)
         rc = -1;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);

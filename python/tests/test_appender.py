@@ -237,3 +237,26 @@ def test_flush_and_close_from_a_future_callback(client):
     assert done.wait(10)
     assert app.closed and outcomes == [1]
     assert all(x.done() for x in later)
+
+
+def test_future_false_waits_on_a_full_queue(server):
+    with varlog.Client(server.address, appender_queue_max_records=2,
+                       appender_batch_max_records=1, appender_linger_ms=0) as c:
+        server.delay(APPEND, 50)
+        with c.appender(1, log_stream=1) as app:
+            for _ in range(6):  # from the third on, each waits for room
+                assert app.append(b"z", future=False) is None
+            assert app.flush() == 0
+            assert app.stats()["calls_appended"] == 6
+
+
+def test_close_while_another_thread_flushes(server):
+    with varlog.Client(server.address, append_retries=0) as c:
+        server.delay(APPEND, 300)
+        app = c.appender(1, log_stream=1)
+        futs = [app.append(b"f") for _ in range(20)]
+        t = threading.Thread(target=app.flush)
+        t.start()
+        app.close(timeout=0)
+        t.join(10)
+        assert not t.is_alive() and all(f.done() for f in futs)
