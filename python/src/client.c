@@ -365,12 +365,16 @@ static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *
         PyErr_SetString(PyExc_ValueError, "timeout must be None or above 0 for append");
         return NULL;
     }
-    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
-    if (cl == NULL)
-        return NULL;
     recs_t r;
     if (recs_get(records, &r) < 0)
         return NULL;
+    /* after recs_get, which may run Python code (a generator, a buffer exporter) during
+     * which another thread may close the client */
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (cl == NULL) {
+        recs_release(&r);
+        return NULL;
+    }
     varlog_entry_meta_t stack[16], *metas = stack;
     if (r.n > 16 && (metas = PyMem_Malloc((size_t)r.n * sizeof *metas)) == NULL) {
         recs_release(&r);
