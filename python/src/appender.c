@@ -250,6 +250,20 @@ PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
     Py_BEGIN_ALLOW_THREADS
     err = varlog_appender_new(cl, topic, ls, &app);
     Py_END_ALLOW_THREADS
+    if (err == VARLOG_OK && c->client == NULL) {
+        /* closed meanwhile: its close is waiting for this call, and would leave the new
+         * handle good only for varlog_appender_close */
+        Py_BEGIN_ALLOW_THREADS
+        varlog_appender_close(&app, 0);
+        Py_END_ALLOW_THREADS
+        c->calls--;
+        PyObject *exc = vp_make_error(VARLOG_ERR_CLOSED, "the client was closed", -1);
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        return NULL;
+    }
     c->calls--;
     if (err != VARLOG_OK)
         return vp_raise(err, -1);

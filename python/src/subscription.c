@@ -61,6 +61,17 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
     else
         err = varlog_subscribe_iter(cl, topic, (uint64_t)begin, end, &sub);
     Py_END_ALLOW_THREADS
+    if (err == VARLOG_OK && c->client == NULL) {
+        /* closed meanwhile: its close is waiting for this call */
+        varlog_subscription_close(&sub);
+        c->calls--;
+        PyObject *exc = vp_make_error(VARLOG_ERR_CLOSED, "the client was closed", -1);
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        return NULL;
+    }
     c->calls--;
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
