@@ -242,10 +242,12 @@ static void check_cause(scall_t *sc, const varlog_append_result_t *r)
     if (has(t, "rpc cancelled") && !injected(ep, 1))
         atu_note_bad("call %ld: %s, \"rpc cancelled\" with no cancel sent by the node: %s", id,
                      varlog_err_name(r->err), t);
-    /* Only the thread's own cancel of a hung stream ends with CANCELLED; a stream the node
-     * ended (an injected refusal, a drop) named as a hang is a flag outliving its stream. */
+    /* Only the thread's own cancel of a hung stream ends with CANCELLED (or is settled by the
+     * close that came before its end); a stream the node ended (an injected refusal, a drop)
+     * named as a hang is a flag outliving its stream. */
     if (has(t, "(no answer within append.attempt.timeout.ms)") &&
-        !has(t, "CANCELLED (no answer within"))
+        !has(t, "CANCELLED (no answer within") &&
+        !has(t, "the appender closed before the batch was answered (no answer within"))
         atu_note_bad("call %ld: a failure of the node's own named as a hang: %s", id, t);
     switch (r->err) {
     case VARLOG_ERR_TIMED_OUT:
