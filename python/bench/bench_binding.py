@@ -19,8 +19,10 @@ the C rows Appender/size=100/batch=1000/depth=2/producers=1 and Subscribe/iter/l
 """
 
 import argparse
+import ctypes
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -41,9 +43,15 @@ def line(name, n, secs, cpus, unit):
           f"{cpus / n * 1e6:8.3f} cpu-us/{unit}", flush=True)
 
 
+def die_with_parent():
+    # PR_SET_PDEATHSIG: the server ends with this process, also when it is killed
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+
+
 def start_server(path):
     p = subprocess.Popen([path, "--listen", "127.0.0.1:0", "--topics", "1", "--log-streams",
-                          "1", "--max-bytes", "8g"], stdout=subprocess.PIPE, text=True)
+                          "1", "--max-bytes", "8g"], stdout=subprocess.PIPE, text=True,
+                         preexec_fn=die_with_parent)
     addr = p.stdout.readline().strip()
     if not addr:
         p.kill()
