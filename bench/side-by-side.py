@@ -42,12 +42,21 @@ What is measured, for both clients, over a steady window:
 The table shows the median of the rounds; --out keeps every run's output (and the
 cluster's logs stay in the cluster directory until it is stopped).
 
+Then, --rounds times, a trickle (C only: Go's benchmark cannot pace its appends):
+  varlog-cli --mr ADDR bench --rate R --size 128 --duration S --json (--trickle-rate,
+  default 2000 records/s, 0 = skip; --trickle-seconds, default 5): one producer thread
+  appending one record per call at R records/s (paced in 1 ms steps) through a topic-wide
+  appender with the default batch, linger and depth; its cpu_us_per_record (the process's
+  user + system CPU over the records appended, start-up and metadata lookups included) and
+  context switches per record (the whole process, from its rusage).
+
 Needs the real Varlog binaries (benchmark, varlogmr, varlogsn, varlogadm, varlogctl): see
 ../shared/varlog/README.md (`unpack DEST`). Only one real cluster should run on a small
 machine at a time: wrap the run in flock as above."""
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -254,6 +263,41 @@ def read_round(args, cluster, out):
     return res
 
 
+def trickle_round(args, cluster, out):
+    """One paced run of varlog-cli bench; its rate, CPU and context switches per record."""
+    cmd = [args.cli, "--mr", ",".join(cluster.mrs), "-q", "bench", "--mode", "append",
+           "--rate", str(args.trickle_rate), "--size", str(args.size), "--duration",
+           str(args.trickle_seconds), "--topic", str(cluster.topic), "--json"]
+    out.write("$ " + " ".join(cmd) + "\n")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        text, _ = p.communicate(timeout=args.c_timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        text, _ = p.communicate()
+    out.write(text + f"# exit {p.returncode}\n")
+    if p.returncode != 0:
+        log(f"side-by-side: varlog-cli bench --rate failed (exit {p.returncode})")
+        return None
+    try:
+        a = json.loads(text[text.index("{"):])["append"]
+    except (ValueError, KeyError):
+        log("side-by-side: varlog-cli bench printed no JSON summary")
+        return None
+    return {"rate": a["records_per_s"], "cpu_us": a["cpu_us_per_record"], "n": a["appended"]}
+
+
+def trickle_with_csw(args, cluster, out):
+    # The child's context switches: RUSAGE_CHILDREN around it, the only child running then.
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = trickle_round(args, cluster, out)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r and r["n"]:
+        csw = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw)
+        r["csw"] = csw / r["n"]
+    return r
+
+
 # ---- the table ---------------------------------------------------------------------------
 
 
@@ -268,6 +312,19 @@ def fmt(v, digits=2):
     if v >= 1000:
         return f"{v:,.0f}"
     return f"{v:.{digits}f}" if v < 100 else f"{v:.0f}"
+
+
+def trickle_table(trickles, args):
+    rs = [t for t in trickles if t]
+    if not args.trickle_rate:
+        return ""
+
+    def m(k):
+        return statistics.median([t[k] for t in rs if k in t]) if rs else None
+    return ("\n\n| trickle (C only) | records/s | client CPU µs/record | ctxsw/record |\n"
+            "|---|---|---|---|\n"
+            f"| {args.trickle_rate}/s of {args.size} B, 1 producer, default linger "
+            f"| {fmt(m('rate'))} | {fmt(m('cpu_us'))} | {fmt(m('csw'), 2)} |")
 
 
 def table(appends, reads, rounds):
@@ -331,6 +388,12 @@ def main():
                     help="the Go reader's --duration; the C reader reads as many entries (10)")
     ap.add_argument("--read-entries", type=int, default=500000,
                     help="entries the C reader reads when the Go reader failed (500000)")
+    ap.add_argument("--trickle-rate", type=int, default=2000,
+                    help="records/s of the trickle row (varlog-cli bench --rate; 0 = skip)")
+    ap.add_argument("--trickle-seconds", type=int, default=5,
+                    help="the trickle's --duration (5)")
+    ap.add_argument("--cli", help="varlog-cli for the trickle (default BENCH_DIR/../cli/"
+                    "varlog-cli)")
     ap.add_argument("--c-timeout", type=int, default=600, help="seconds per C run (600)")
     ap.add_argument("--out", help="directory for every run's output (default: a new one in /tmp)")
     args = ap.parse_args()
@@ -347,6 +410,10 @@ def main():
     if not os.access(os.path.join(args.varlog_bin, "benchmark"), os.X_OK):
         sys.exit(f"side-by-side: no Varlog benchmark in {args.varlog_bin}: unpack the real "
                  "binaries (../shared/varlog/README.md) and give --varlog-bin DIR")
+    if not args.cli:
+        args.cli = os.path.join(args.bench_dir, os.pardir, "cli", "varlog-cli")
+    if args.trickle_rate and not os.access(args.cli, os.X_OK):
+        sys.exit(f"side-by-side: no varlog-cli at {args.cli} (--cli PATH, or --trickle-rate 0)")
     outdir = args.out or tempfile.mkdtemp(prefix="side-by-side.")
     os.makedirs(outdir, exist_ok=True)
     raw = open(os.path.join(outdir, "raw.txt"), "a")
@@ -373,11 +440,19 @@ def main():
             log(f"side-by-side: round {rnd + 1}/{args.rounds}: read")
             reads.append(read_round(args, cluster, raw))
             raw.flush()
+        trickles = []
+        for rnd in range(args.rounds if args.trickle_rate else 0):
+            log(f"side-by-side: round {rnd + 1}/{args.rounds}: trickle")
+            trickles.append(trickle_with_csw(args, cluster, raw))
+            raw.flush()
         load1 = os.getloadavg()
     finally:
         cluster.stop()
     rounds = per_round(appends, reads)
-    t = table(appends, reads, args.rounds)
+    for i, x in enumerate(trickles):
+        rounds += f"\ntrickle round {i + 1}  c: " + ("failed" if not x else
+                   f"{fmt(x['rate'])}/s {fmt(x['cpu_us'])} µs {fmt(x.get('csw'), 2)} csw/record")
+    t = table(appends, reads, args.rounds) + trickle_table(trickles, args)
     note = (f"\nLoad average {load0[0]:.2f} at the start, {load1[0]:.2f} at the end "
             f"({os.cpu_count()} CPUs).")
     raw.write("\n" + rounds + "\n\n" + t + note + "\n")

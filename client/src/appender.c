@@ -95,8 +95,25 @@ void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
     b->err = VARLOG_OK;
     b->errtext[0] = '\0';
     blist_push(&app->free_slots, b);
-    pthread_cond_broadcast(&app->space);
+    app_wake_producers_locked(app);
     pthread_cond_broadcast(&app->settled);
+}
+
+void app_wake_producers_locked(varlog_appender_t *app)
+{
+    if (app->space_waiters == 0)
+        return;
+    /* A quarter of each bound: the queue of a producer that outruns the log refills in
+     * bursts. Small queues (a quarter rounds to 0) wake for every bit of room as before; a
+     * waiter whose call needs more than a quarter is woken again by every later settle, and
+     * at the latest when nothing is pending. */
+    bool records = app->pending_records + app->queue_max_records / 4 <= app->queue_max_records;
+    bool bytes = app->pending_bytes + app->queue_max_bytes / 4 <= app->queue_max_bytes;
+    size_t slot_slack = app->n_slots / 4 > 0 ? app->n_slots / 4 : 1;
+    bool slots = app->free_slots.n >= slot_slack ||
+                 app->slots_grown + app->slots_growing < app->slots_grow_max;
+    if (app->pending_calls == 0 || (records && bytes && slots))
+        pthread_cond_broadcast(&app->space);
 }
 
 void app_body_released(void *arg)
@@ -401,9 +418,12 @@ static void seal_open_locked(varlog_appender_t *app)
     blist_push(&app->ready, b);
 }
 
+/* Intake wakes the thread only when what changed could go out now: with every pipeline
+ * full it waits for an answer (or a deadline no later than the new batch's), and then
+ * plans what producers queued meanwhile. */
 static void wake_thread_locked(varlog_appender_t *app)
 {
-    if (app->thread_idle)
+    if (app->thread_idle && app->intake_wakes)
         pthread_cond_signal(&app->wake);
 }
 
@@ -469,9 +489,11 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
                                   (unsigned long long)app->batch_max_records);
             break;
         }
-        if (timeout_ms < 0)
-            pthread_cond_wait(&app->space, &app->mu);
-        else if (pthread_cond_timedwait(&app->space, &app->mu, &until) != 0)
+        app->space_waiters++;
+        int rc = timeout_ms < 0 ? pthread_cond_wait(&app->space, &app->mu)
+                                : pthread_cond_timedwait(&app->space, &app->mu, &until);
+        app->space_waiters--;
+        if (rc != 0)
             timeout_ms = 0; /* one more look, then QUEUE_FULL */
     }
     if (err != VARLOG_OK) {

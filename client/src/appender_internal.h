@@ -139,8 +139,13 @@ struct varlog_appender {
     bool closing;           /* intake stopped */
     bool stop;              /* the thread fails what is left and exits */
     bool thread_done;
-    bool thread_idle;    /* waiting on wake */
-    uint64_t flush_upto; /* batches opened up to this seq go out without lingering */
+    bool thread_idle; /* waiting on wake */
+    /* Set by the thread as it goes idle: false when every lane's pipeline is full on a live
+     * stream, so that a batch a producer opens or fills could not go out before an answer
+     * (or a deadline the thread already waits for) wakes the thread anyway. */
+    bool intake_wakes;
+    size_t space_waiters; /* producers waiting on space */
+    uint64_t flush_upto;  /* batches opened up to this seq go out without lingering */
     app_batch_t *open;
     batch_list_t ready;
     batch_list_t free_slots;
@@ -180,6 +185,10 @@ app_batch_t *blist_pop(batch_list_t *l);
 void blist_merge(batch_list_t *dst, batch_list_t *src);
 
 /* ---- appender.c ---- */
+/* Wakes producers waiting for room once a good share of the queue is free (or nothing is
+ * pending), not for every settled batch: a producer then queues many calls per wake-up
+ * instead of one. Called with mu held. */
+void app_wake_producers_locked(varlog_appender_t *app);
 void app_ref(varlog_appender_t *app);
 void app_unref(varlog_appender_t *app);
 /* A slot whose batch settled, back to the free list; called with mu held. */

@@ -143,7 +143,7 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     app->stats.calls_appended += ok_calls;
     app->stats.calls_failed += failed_calls;
     app->stats.records_appended += records;
-    pthread_cond_broadcast(&app->space);
+    app_wake_producers_locked(app);
     pthread_cond_broadcast(&app->settled);
     pthread_mutex_unlock(&app->mu);
 }
@@ -443,6 +443,24 @@ static ptrdiff_t pick_lane_locked(app_thread_state_t *ts, int64_t now)
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
+/* Whether every lane's pipeline is full on a live stream the thread has not cancelled: only
+ * an answer, the stream's end (both notify the thread) or a timeout the thread computed
+ * (the oldest batch's attempt or delivery deadline, which comes no later than that of any
+ * batch opened after it) can then let a batch out. Called by the idle-going thread, with
+ * mu, after its last lane_send of the round (outboxes empty). */
+static bool pipelines_full_locked(const varlog_appender_t *app)
+{
+    if (app->n_lanes == 0)
+        return false;
+    for (size_t i = 0; i < app->n_lanes; i++) {
+        const app_lane_t *lane = app->lanes[i];
+        if (!lane->st.rpc || lane->st.cancel != APP_CANCEL_NONE ||
+            lane_load(lane, &app->outboxes[i]) < app->depth)
+            return false;
+    }
+    return true;
+}
+
 /* With mu held: closes the open batch when it is due and could go out, hands ready batches
  * to lanes, and says when to look again (INT64_MAX = only when woken). */
 static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
@@ -615,6 +633,7 @@ void *app_thread_main(void *arg)
         for (size_t i = 0; i < app->n_lanes && !work; i++)
             work = atomic_load(&app->lanes[i]->readable);
         if (!work && next > now) {
+            app->intake_wakes = !pipelines_full_locked(app);
             app->thread_idle = true;
             struct timespec until;
             abs_deadline(&until, next - now);

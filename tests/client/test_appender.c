@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "appender_fixture.h"
+#include "appender_internal.h"
 #include "client_fixture.h"
 #include "test_support.h"
 #include "varlog/appender.h"
@@ -533,6 +534,78 @@ static void test_queue_full_bytes(void **state)
     fx_stop(&x);
 }
 
+typedef struct room_waiter {
+    varlog_appender_t *app;
+    call_t *call;
+    int64_t timeout_ms;
+    varlog_err_t rc;
+    int64_t waited_ms;
+} room_waiter_t;
+
+static void *room_waiter_main(void *arg)
+{
+    room_waiter_t *w = arg;
+    varlog_record_t one = cf_record("0123456789abcdef");
+    int64_t t0 = test_now_ms();
+    w->rc = varlog_appender_append(w->app, &one, 1, w->timeout_ms, gated_cb, w->call);
+    w->waited_ms = test_now_ms() - t0;
+    return NULL;
+}
+
+static bool producer_waiting(void *arg)
+{
+    varlog_appender_t *app = arg;
+    pthread_mutex_lock(&app->mu);
+    bool waiting = app->space_waiters > 0;
+    pthread_mutex_unlock(&app->mu);
+    return waiting;
+}
+
+/* A producer waiting for room is woken once a quarter of the bound is free (or nothing is
+ * pending), not for each settled batch (issue 25); a timed wait takes the room there is when
+ * its timeout ends. Bound 8 records: one settled record leaves 7 pending, short of the
+ * quarter, and the lingering batch behind it settles nothing more. (Waking once nothing is
+ * pending: test_queue_full_records, whose bound's quarter is 1.) */
+static void test_queue_full_waiter_woken_by_a_quarter(void **state)
+{
+    (void)state;
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.queue.max.records", "8", "appender.batch.max.records", "8",
+             "appender.linger.ms", "60000", NULL);
+    varlog_appender_t *app = x.app;
+    call_t calls[9];
+    calls_init(calls, 9);
+    varlog_record_t one = cf_record("0123456789abcdef");
+    assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
+    size_t pending = 0;
+    varlog_err_t rc = varlog_appender_flush(app, 0, &pending);
+    assert_true(rc == VARLOG_ERR_TIMED_OUT || rc == VARLOG_OK);
+    wait_held(&x);
+    /* calls 1-7 linger in the next batch: 8 records pending */
+    for (int i = 1; i < 8; i++)
+        assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[i]), VARLOG_OK);
+    assert_int_equal(app_stats(app).pending_records, 8);
+
+    const int64_t timeout = 1500;
+    room_waiter_t w = {.app = app, .call = &calls[8], .timeout_ms = timeout};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, room_waiter_main, &w), 0);
+    assert_true(test_wait_until(producer_waiting, app, cf_wait_bound_ms()));
+    /* call 0 settles: room for one record, not a quarter of the bound */
+    gate_open(&x.g);
+    pthread_join(th, NULL);
+    assert_int_equal(w.rc, VARLOG_OK);
+    if (w.waited_ms < timeout - 10 || w.waited_ms > timeout + cf_wait_bound_ms())
+        fail_msg("a producer waiting up to %lld ms for room that a settled record made returned "
+                 "after %lld ms: it was woken for less than a quarter of the bound",
+                 (long long)timeout, (long long)w.waited_ms);
+    /* its record filled the lingering batch, which went out */
+    flush_ok(app);
+    assert_int_equal(tracker_callbacks(&x.t), 9);
+    assert_settled(calls, 9, VARLOG_OK);
+    fx_stop(&x);
+}
+
 /* With the server stalled, the queue fills from the network side: QUEUE_FULL at once, when
  * appender.queue.max.records is reached (issue 18, point 2.4: the transmit queue's batch
  * slots ran out first, with a few records pending against a bound of thousands). */
@@ -638,6 +711,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_order_topic_4_producers),
         cmocka_unit_test(test_queue_full_records),
         cmocka_unit_test(test_queue_full_bytes),
+        cmocka_unit_test(test_queue_full_waiter_woken_by_a_quarter),
         cmocka_unit_test(test_queue_full_stalled_server),
         cmocka_unit_test(test_queue_grows_to_records_bound),
         cmocka_unit_test(test_pending_within_bounds),

@@ -144,8 +144,10 @@ VARLOG_API varlog_err_t varlog_appender_new(varlog_client_t *client, int32_t top
  * reuse them at once. cb is required; opaque is the caller's.
  * Blocks: while the queue is full (appender.queue.max.records or .max.bytes reached, or
  * every batch slot taken and the queue grown to its most slots: see Memory above), up to
- * timeout_ms: 0 = not at all, -1 = until there is room. Growing the queue allocates one
- * slot, without the appender's lock.
+ * timeout_ms: 0 = not at all, -1 = until there is room. A waiting call is woken once a
+ * quarter of each bound is free again (or nothing is pending), not for each settled batch,
+ * and a timed wait takes whatever room there is when its timeout ends. Growing the queue
+ * allocates one slot, without the appender's lock.
  * Errors, after which cb is never called and nothing was queued: INVALID_ARG (NULL app,
  * records or cb, n 0, an empty record, a record above append.record.max.bytes, more than
  * appender.batch.max.records records or appender.batch.max.bytes bytes in one call,
