@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "run_program.h"
+#include "server_fixture.h"
 #include "test_support.h"
 #include "varlog/server.h"
 
@@ -51,30 +52,16 @@ static run_t run_cli_v(const char *input, const char *const *args)
 
 #define RUN_CLI(input, ...) run_cli_v((input), (const char *const[]){__VA_ARGS__, NULL})
 
-typedef struct fixture {
-    varlog_server_t *srv;
-    const char *addr;
-} fixture_t;
+typedef server_fixture_t fixture_t;
 
 static int setup(void **state)
 {
-    fixture_t *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    varlog_server_opts_t opts = {.topics = 2, .log_streams_per_topic = 2};
-    if (varlog_server_start(&opts, &f->srv) != VARLOG_OK)
-        return -1;
-    f->addr = varlog_server_address(f->srv);
-    *state = f;
-    return 0;
+    return server_fixture_setup(state, 2, 2);
 }
 
 static int teardown(void **state)
 {
-    fixture_t *f = *state;
-    varlog_server_destroy(f->srv);
-    free(f);
-    return 0;
+    return server_fixture_teardown(state);
 }
 
 static void test_help(void **state)

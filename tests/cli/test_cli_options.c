@@ -18,33 +18,22 @@
 
 #include "cli.h"
 #include "run_program.h"
+#include "server_fixture.h"
 #include "varlog/server.h"
 
 #define ARGS(...) ((const char *const[]){"varlog-cli", __VA_ARGS__, NULL})
 #define CLI(...) run_program(VARLOG_CLI_PROGRAM, ARGS(__VA_ARGS__), NULL)
 
-typedef struct fixture {
-    varlog_server_t *srv;
-    const char *addr;
-} fixture_t;
+typedef server_fixture_t fixture_t;
 
 static int setup(void **state)
 {
-    fixture_t *f = calloc(1, sizeof *f);
-    varlog_server_opts_t opts = {.topics = 2, .log_streams_per_topic = 2};
-    if (!f || varlog_server_start(&opts, &f->srv) != VARLOG_OK)
-        return -1;
-    f->addr = varlog_server_address(f->srv);
-    *state = f;
-    return 0;
+    return server_fixture_setup(state, 2, 2);
 }
 
 static int teardown(void **state)
 {
-    fixture_t *f = *state;
-    varlog_server_destroy(f->srv);
-    free(f);
-    return 0;
+    return server_fixture_teardown(state);
 }
 
 /* A refusal: exit status 2, nothing on stdout, every needle on stderr. */

@@ -18,34 +18,23 @@
 #include <cmocka.h>
 
 #include "run_program.h"
+#include "server_fixture.h"
 #include "varlog/server.h"
 
 #define ARGS(...) ((const char *const[]){"varlog-cli", __VA_ARGS__, NULL})
 #define CLI(...) run_program(VARLOG_CLI_PROGRAM, ARGS(__VA_ARGS__), NULL)
 #define CLI_OPTS(opts, ...) run_program(VARLOG_CLI_PROGRAM, ARGS(__VA_ARGS__), (opts))
 
-typedef struct fixture {
-    varlog_server_t *srv;
-    const char *addr;
-} fixture_t;
+typedef server_fixture_t fixture_t;
 
 static int setup(void **state)
 {
-    fixture_t *f = calloc(1, sizeof *f);
-    varlog_server_opts_t opts = {.topics = 3, .log_streams_per_topic = 2};
-    if (!f || varlog_server_start(&opts, &f->srv) != VARLOG_OK)
-        return -1;
-    f->addr = varlog_server_address(f->srv);
-    *state = f;
-    return 0;
+    return server_fixture_setup(state, 3, 2);
 }
 
 static int teardown(void **state)
 {
-    fixture_t *f = *state;
-    varlog_server_destroy(f->srv);
-    free(f);
-    return 0;
+    return server_fixture_teardown(state);
 }
 
 /* status, stdout exactly out (NULL: anything), stderr containing each of the needles */
