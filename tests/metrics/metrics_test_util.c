@@ -213,6 +213,22 @@ void mproc_dump(const mproc_t *p)
     }
 }
 
+void mproc_stop_all(mproc_t *procs, size_t n, const char *dir)
+{
+    bool clean = true;
+    for (size_t i = 0; i < n; i++) {
+        if (mproc_running(&procs[i])) {
+            clean = false;
+            mproc_dump(&procs[i]);
+            mproc_kill(&procs[i]);
+        }
+    }
+    if (clean)
+        metrics_workdir_remove(dir);
+    else
+        fprintf(stderr, "their output: %s\n", dir);
+}
+
 int mproc_metrics_port(mproc_t *p, int64_t timeout_ms)
 {
     static const char NEEDLE[] = "serving metrics at http://127.0.0.1:";

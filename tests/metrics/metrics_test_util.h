@@ -75,6 +75,11 @@ int mproc_metrics_port(mproc_t *p, int64_t timeout_ms);
 /* Prints the last bytes of the program's stderr and stdout on stderr (for a failure). */
 void mproc_dump(const mproc_t *p);
 
+/* A test's teardown: kills every program of procs[0..n) still running, after printing what
+ * it wrote (the test failed while it ran), then removes dir when none was running, else
+ * says on stderr where their output stays. */
+void mproc_stop_all(mproc_t *procs, size_t n, const char *dir);
+
 /* An HTTP answer. */
 typedef struct http_reply {
     int status;    /* 0 when no answer was read (refused, timed out, not HTTP) */

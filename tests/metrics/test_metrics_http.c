@@ -52,18 +52,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fixture_t *f = *state;
-    bool clean = true;
-    for (size_t i = 0; i < sizeof f->procs / sizeof f->procs[0]; i++) {
-        if (mproc_running(&f->procs[i])) {
-            clean = false;
-            mproc_dump(&f->procs[i]);
-            mproc_kill(&f->procs[i]);
-        }
-    }
-    if (clean)
-        metrics_workdir_remove(f->dir);
-    else
-        fprintf(stderr, "their output: %s\n", f->dir);
+    mproc_stop_all(f->procs, sizeof f->procs / sizeof f->procs[0], f->dir);
     varlog_server_destroy(f->srv);
     free(f);
     return 0;
