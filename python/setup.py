@@ -54,7 +54,8 @@ def lib_config():
 ext = Extension(
     "varlog._varlog",
     sources=[os.path.join("src", f) for f in
-             ("module.c", "client.c", "appender.c", "subscription.c", "admin_server.c")],
+             ("module.c", "client.c", "future.c", "appender.c", "subscription.c",
+              "admin_server.c")],
     depends=[os.path.join("src", "varlog_py.h")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wshadow",
                         "-Wno-missing-field-initializers", "-Wno-cast-function-type"]

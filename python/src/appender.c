@@ -117,22 +117,11 @@ static void resolve(done_t *d)
         free(d);
         return;
     }
-    static PyObject *s_set_result, *s_set_exception;
-    if (s_set_result == NULL) {
-        s_set_result = PyUnicode_InternFromString("set_result");
-        s_set_exception = PyUnicode_InternFromString("set_exception");
-    }
     PyObject *arg = d->err == VARLOG_OK ? vp_meta_new(&d->meta)
                                         : vp_make_error(d->err, d->errtext, (int)d->outcome);
-    PyObject *r = NULL;
-    if (arg != NULL) {
-        r = PyObject_CallMethodOneArg(d->fut, d->err == VARLOG_OK ? s_set_result : s_set_exception,
-                                      arg);
-        Py_DECREF(arg);
-    }
-    if (r == NULL)
+    if (arg == NULL || vp_future_resolve(d->fut, arg, d->err != VARLOG_OK) < 0)
         PyErr_WriteUnraisable(d->fut);
-    Py_XDECREF(r);
+    Py_XDECREF(arg);
     Py_DECREF(d->fut);
     free(d->errtext);
     free(d);
@@ -337,7 +326,7 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
     void *opaque = a;
     if (want_future) {
         d = calloc(1, sizeof *d);
-        fut = d ? PyObject_CallNoArgs(vp.future_cls) : PyErr_NoMemory();
+        fut = d ? vp_future_new() : PyErr_NoMemory();
         if (fut == NULL) {
             free(d);
             PyBuffer_Release(&view);

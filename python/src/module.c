@@ -321,13 +321,6 @@ static int load_errors(void)
         }
     }
     Py_DECREF(errors);
-    PyObject *fut = PyImport_ImportModule("varlog._future");
-    if (fut == NULL)
-        return -1;
-    vp.future_cls = PyObject_GetAttrString(fut, "AppendFuture");
-    Py_DECREF(fut);
-    if (vp.future_cls == NULL)
-        return -1;
     PyObject *logging = PyImport_ImportModule("logging");
     if (logging == NULL)
         return -1;
@@ -353,8 +346,8 @@ PyMODINIT_FUNC PyInit__varlog(void)
     if (PyType_Ready(&vp_client_type) < 0 ||
         PyModule_AddObjectRef(m, "Client", (PyObject *)&vp_client_type) < 0)
         goto fail;
-    if (vp_appender_init_type(m) < 0 || vp_subscription_init_type(m) < 0 ||
-        vp_admin_server_init_types(m) < 0)
+    if (vp_future_init_type(m) < 0 || vp_appender_init_type(m) < 0 ||
+        vp_subscription_init_type(m) < 0 || vp_admin_server_init_types(m) < 0)
         goto fail;
     PyModule_AddObject(m, "GLSN_MAX", PyLong_FromUnsignedLongLong(VARLOG_GLSN_MAX));
     return m;

@@ -13,11 +13,22 @@
 
 #include <varlog/varlog.h>
 
+#if PY_VERSION_HEX < 0x030A0000
+/* 3.9: PyModule_AddObjectRef is 3.10's */
+static inline int PyModule_AddObjectRef(PyObject *m, const char *name, PyObject *v)
+{
+    Py_XINCREF(v);
+    int rc = PyModule_AddObject(m, name, v);
+    if (rc < 0)
+        Py_XDECREF(v);
+    return rc;
+}
+#endif
+
 /* Module state, one interpreter (the module declares no subinterpreter support). */
 typedef struct vp_state {
     PyObject *VarlogError, *NotAppended, *MaybeAppended, *QueueFull, *InvalidArgument, *Closed,
         *TimedOut, *UnknownTopic, *UnknownLogStream, *Trimmed, *ClosedNotAppended;
-    PyObject *future_cls; /* varlog.AppendFuture */
     PyTypeObject *entry_type, *meta_type;
     PyObject *default_logger; /* logging.getLogger("varlog") */
 } vp_state_t;
@@ -77,6 +88,12 @@ void vp_subscription_close_quiet(vp_subscription_t *s);
 /* Closes every live client (atexit). */
 void vp_client_close_all(void);
 
+/* varlog.AppendFuture (future.c): a new pending future, and its resolution (exactly once;
+ * InvalidStateError after). GIL held. Returns -1 with an error set. */
+PyObject *vp_future_new(void);
+int vp_future_resolve(PyObject *fut, PyObject *value, bool exception);
+
+int vp_future_init_type(PyObject *m);
 int vp_appender_init_type(PyObject *m);
 int vp_subscription_init_type(PyObject *m);
 int vp_admin_server_init_types(PyObject *m);

@@ -1,13 +1,6 @@
-"""The future an Appender's append returns."""
+"""The future an Appender's append returns: varlog.AppendFuture, a concurrent.futures.Future
+subclass implemented in the extension (python/src/future.c)."""
 
-import concurrent.futures
+from ._varlog import AppendFuture
 
-
-class AppendFuture(concurrent.futures.Future):
-    """A concurrent.futures.Future resolved exactly once by the appender: with the record's
-    EntryMeta when it was stored, or with NotAppended / MaybeAppended (a VarlogError). It
-    cannot be cancelled: once queued, a record's fate is the cluster's, so cancel() returns
-    False and changes nothing."""
-
-    def cancel(self) -> bool:
-        return False
+__all__ = ["AppendFuture"]
