@@ -2,12 +2,11 @@
 headers (client.h, appender.h, subscribe.h, admin.h, server.h); python/README.md has them in
 full: the outcome rules and the threading rules."""
 
+import concurrent.futures
 from types import TracebackType
 from typing import (Any, Dict, Iterator, List, Literal, Optional, Sequence, Tuple,
                     Type, Union)
 import logging
-
-from ._future import AppendFuture
 
 Buffer = Union[bytes, bytearray, memoryview]
 PropertyValue = Union[str, int, bool, Sequence[Union[str, int]]]
@@ -70,6 +69,18 @@ class Client:
              timeout: Optional[float] = ...) -> Tuple[EntryMeta, EntryMeta, bool]: ...
     def trim(self, topic: int, until_glsn: int, timeout: Optional[float] = ...) -> None: ...
     def stats(self) -> Dict[str, Any]: ...
+
+class AppendFuture(concurrent.futures.Future[EntryMeta]):
+    """A concurrent.futures.Future resolved exactly once by the appender: with the record's
+    EntryMeta when it was stored, or with NotAppended / MaybeAppended (a VarlogError). It
+    cannot be cancelled: cancel() returns False and changes nothing. Implemented in C: its
+    threading.Condition (and the lists of waiters and callbacks) are created only when
+    something waits on it or adds a callback; result(), exception() and done() of a resolved
+    future read it without one. Callbacks run as concurrent.futures runs them: on the thread
+    that resolves it (the appending thread or the appender's resolver thread), or at once
+    when it is already resolved."""
+    def __init__(self) -> None: ...
+    def cancel(self) -> bool: ...
 
 class Appender:
     """The pipelined appender; append returns a future resolved exactly once."""
