@@ -24,7 +24,10 @@
  * there, not in the instance dict), and the lazy parts under _lazy_condition, _lazy_waiters and
  * _lazy_done_callbacks, unset (NULL) until first use. They are T_OBJECT_EX members of the heap
  * type, which the inherited traversal and dealloc of Python classes visit and clear as they do
- * __slots__. */
+ * __slots__. (A first version kept them in the instance dict, set-if-absent with
+ * PyDict_SetDefault and later with a re-check: on 3.11 the race test of tests/test_future.py
+ * then left waiters on a Condition that was no longer the published one. The cause was not
+ * pinned down; fields of our own leave the dict's inline values out of the question.) */
 #include "varlog_py.h"
 
 #include <structmember.h>
