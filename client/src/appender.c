@@ -69,6 +69,7 @@ static void app_free(varlog_appender_t *app)
     wire_scratch_free(&app->scratch);
     if (app->results)
         vq_objpool_destroy(app->results);
+    rpc_poller_destroy(app->poller); /* NULL once the thread ran: it destroys its own */
     pthread_cond_destroy(&app->space);
     pthread_cond_destroy(&app->wake);
     pthread_cond_destroy(&app->settled);
@@ -249,6 +250,7 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->batch_max_bytes = (uint64_t)conf->appender_batch_max_bytes;
     app->record_max_bytes = (uint64_t)conf->append_record_max_bytes;
     app->linger_ms = conf->appender_linger_ms;
+    app->poll_slice_ms = app->linger_ms < 1 ? 1 : app->linger_ms > 5 ? 5 : app->linger_ms;
     app->depth = (size_t)conf->appender_pipeline_depth;
     app->queue_max_records = (uint64_t)conf->appender_queue_max_records;
     app->queue_max_bytes = (uint64_t)conf->appender_queue_max_bytes;
@@ -301,6 +303,8 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
         return errtext_set(VARLOG_ERR_NOMEM,
                            "appender: out of memory for %zu batch slots of %zu bytes", extra,
                            app->slot_cap);
+    if (rpc_poller_new(&app->poller) != VARLOG_OK)
+        return errtext_set(VARLOG_ERR_INTERNAL, "appender: could not create a completion queue");
     /* One result object per run of callbacks: a few cover the thread (and a spare). */
     if (vq_objpool_create(4, sizeof(varlog_append_result_t), 1, &app->results) != VQ_OK)
         return errtext_set(VARLOG_ERR_NOMEM, "appender: out of memory for the result pool");
@@ -383,6 +387,18 @@ varlog_err_t varlog_appender_new(varlog_client_t *c, int32_t topic_id, int32_t l
     return VARLOG_OK;
 }
 
+void app_wake_thread_locked(varlog_appender_t *app)
+{
+    if (!app->thread_idle)
+        return; /* it looks at everything under mu before it sleeps again */
+    if (!app->in_poll) {
+        pthread_cond_signal(&app->wake);
+    } else if (!app->kicked) {
+        app->kicked = true;
+        rpc_poller_kick(app->poller);
+    }
+}
+
 /* ---- intake -------------------------------------------------------------------------------- */
 
 static varlog_err_t check_records(const varlog_appender_t *app, const varlog_record_t *records,
@@ -423,7 +439,8 @@ static void seal_open_locked(varlog_appender_t *app)
  * plans what producers queued meanwhile. */
 static void wake_thread_locked(varlog_appender_t *app)
 {
-    if (app->thread_idle && app->intake_wakes)
+    /* In its poll it comes back within a slice on its own (appender_io.c). */
+    if (app->intake_wakes && app->thread_idle && !app->in_poll)
         pthread_cond_signal(&app->wake);
 }
 
@@ -556,7 +573,7 @@ static varlog_err_t flush_locked(varlog_appender_t *app, int64_t timeout_ms, siz
         abs_deadline(&until, timeout_ms);
     if (seq > app->flush_upto)
         app->flush_upto = seq;
-    pthread_cond_signal(&app->wake);
+    app_wake_thread_locked(app);
     size_t n;
     while ((n = unsettled_calls_locked(app, seq)) > 0 && !app->thread_done) {
         if (timeout_ms == 0)
@@ -610,7 +627,7 @@ static varlog_err_t app_shutdown(varlog_appender_t *app, int64_t timeout_ms, boo
     size_t left = 0;
     varlog_err_t err = app->stop ? VARLOG_OK : flush_locked(app, timeout_ms, &left);
     app->stop = true;
-    pthread_cond_signal(&app->wake);
+    app_wake_thread_locked(app);
     while (!app->thread_done)
         pthread_cond_wait(&app->settled, &app->mu);
     bool join = app->joinable;

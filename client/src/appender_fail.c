@@ -50,7 +50,7 @@ static void retry_after(void *arg)
             r->lane->held = false;
     }
     retry_unlink_locked(app, r);
-    pthread_cond_signal(&app->wake);
+    app_wake_thread_locked(app);
     pthread_mutex_unlock(&app->mu);
 }
 

@@ -13,8 +13,9 @@
  * fields marked (mu).
  *
  * Lock order: the client's locks, then the appender's mu; the objpool's lock is a leaf. No
- * rpc_* or grpc_* function is called with mu held: a stream's notify hook and a slot's
- * release run under gRPC-side locks and take mu.
+ * rpc_* or grpc_* function is called with mu held (rpc_poller_kick, whose locks are leaves, is
+ * the exception): a stream's notify hook and a slot's release run under gRPC-side locks and
+ * take mu.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -122,6 +123,8 @@ struct varlog_appender {
     uint64_t batch_max_bytes;
     uint64_t record_max_bytes;
     int64_t linger_ms;
+    /* Longest sleep in the poll while intake could let a batch out: linger, within 1-5 ms. */
+    int64_t poll_slice_ms;
     size_t depth;
     uint64_t queue_max_records, queue_max_bytes;
     int64_t attempt_timeout_ms;
@@ -139,7 +142,13 @@ struct varlog_appender {
     bool closing;           /* intake stopped */
     bool stop;              /* the thread fails what is left and exits */
     bool thread_done;
-    bool thread_idle; /* waiting on wake */
+    bool thread_idle; /* asleep: on wake, or in its poller's poll (in_poll) */
+    /* The thread sleeps in rpc_poller_poll while completions of its streams are on their
+     * way (answers, ends and sends wake it there, with no hand-off through gRPC's I/O
+     * thread), on wake otherwise. A waker other than intake kicks the poller, once per
+     * sleep; intake never does (appender_io.c, the loop). */
+    bool in_poll, kicked;
+    rpc_poller_t *poller; /* the thread's streams' completion queue, owned by the thread */
     /* Set by the thread as it goes idle: false when every lane's pipeline is full on a live
      * stream, so that a batch a producer opens or fills could not go out before an answer
      * (or a deadline the thread already waits for) wakes the thread anyway. */
@@ -189,6 +198,8 @@ void blist_merge(batch_list_t *dst, batch_list_t *src);
  * pending), not for every settled batch: a producer then queues many calls per wake-up
  * instead of one. Called with mu held. */
 void app_wake_producers_locked(varlog_appender_t *app);
+/* Wakes the thread if it sleeps, wherever it sleeps. Called with mu held. */
+void app_wake_thread_locked(varlog_appender_t *app);
 void app_ref(varlog_appender_t *app);
 void app_unref(varlog_appender_t *app);
 /* A slot whose batch settled, back to the free list; called with mu held. */

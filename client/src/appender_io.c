@@ -45,15 +45,21 @@ void app_lane_free(app_lane_t *lane)
     free(lane);
 }
 
-/* The stream's notify hook, on the I/O thread under the stream's lock. */
+/* The appender whose thread this is (NULL on other threads). */
+static _Thread_local const varlog_appender_t *tl_app;
+
+/* The stream's notify hook, under the stream's lock: on the appender's thread as its poll
+ * runs the stream's completions (it looks at the flag when the poll returns), or on a thread
+ * that ended the stream (the client closing), which must wake it. */
 static void lane_notify(void *arg)
 {
     app_lane_t *lane = arg;
     varlog_appender_t *app = lane->app;
     atomic_store(&lane->readable, true);
+    if (tl_app == app)
+        return;
     pthread_mutex_lock(&app->mu);
-    if (app->thread_idle)
-        pthread_cond_signal(&app->wake);
+    app_wake_thread_locked(app);
     pthread_mutex_unlock(&app->mu);
 }
 
@@ -182,7 +188,8 @@ static varlog_err_t lane_open(app_thread_state_t *ts, app_lane_t *lane, char *wh
                             .recv_window = app->depth + 1,
                             .timeout_ms = -1,
                             .notify = lane_notify,
-                            .notify_arg = lane};
+                            .notify_arg = lane,
+                            .poller = app->poller};
     rpc_stream_t *s = NULL;
     err = rpc_stream_open(c->rpc, lane->target, SN_PATH_APPEND, &so, NULL, &s);
     if (err != VARLOG_OK) {
@@ -196,11 +203,17 @@ static varlog_err_t lane_open(app_thread_state_t *ts, app_lane_t *lane, char *wh
     return VARLOG_OK;
 }
 
+static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms);
+
 static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *outbox)
 {
     varlog_appender_t *app = ts->app;
     if (!outbox->head)
         return;
+    /* The stream may have ended while the thread slept on wake (the drain after the sleep
+     * ran its end): learn that before riding on it, as an end with nothing on it. */
+    if (lane->st.rpc && atomic_load(&lane->readable))
+        lane_drain(ts, lane, 0);
     char why[200];
     varlog_err_t err = lane->st.rpc ? VARLOG_OK : lane_open(ts, lane, why, sizeof(why));
     uint8_t head[CODEC_HEAD_MAX];
@@ -461,6 +474,26 @@ static bool pipelines_full_locked(const varlog_appender_t *app)
     return true;
 }
 
+/* Whether completions of the thread's streams are on their way: answers to batches in
+ * flight, sends gRPC has not completed, the end of a stream the thread let go of. The
+ * thread then sleeps in its poller's poll; otherwise nothing would come there but a stream's
+ * unexpected end, noticed when it next wakes (on wake, for intake or a deadline), and it
+ * sleeps on wake, where intake can wake it without gRPC. Without mu (it asks the streams). */
+static bool streams_expecting(const varlog_appender_t *app)
+{
+    size_t held = 0;
+    bool expecting = false;
+    for (size_t i = 0; i < app->n_lanes; i++) {
+        const app_lane_t *lane = app->lanes[i];
+        if (!lane->st.rpc)
+            continue;
+        held++;
+        if (!expecting)
+            expecting = lane->inflight.n > 0 || rpc_stream_pending_sends(lane->st.rpc) > 0;
+    }
+    return expecting || rpc_poller_live(app->poller) > held;
+}
+
 /* With mu held: closes the open batch when it is due and could go out, hands ready batches
  * to lanes, and says when to look again (INT64_MAX = only when woken). */
 static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
@@ -597,9 +630,17 @@ void *app_thread_main(void *arg)
     varlog_appender_t *app = arg;
     pthread_setname_np(pthread_self(), "varlog-appender");
     client_thread_own(app->c);
+    rpc_poller_own(app->poller);
+    tl_app = app;
     app_thread_state_t ts = {.app = app};
     int64_t next_poll = 0;
+    bool drain = false;
     for (bool work = true;;) {
+        /* After a sleep on wake: completions that came meanwhile (a stream's end, a send's)
+         * are run before anything is sent on the streams. */
+        if (drain)
+            while (rpc_poller_poll(app->poller, 0))
+                ;
         int64_t now = wire_now_ms();
         if (now >= next_poll || work) {
             refresh_lanes(&ts);
@@ -621,6 +662,7 @@ void *app_thread_main(void *arg)
             if (due < next)
                 next = due;
         }
+        bool expecting = streams_expecting(app);
         pthread_mutex_lock(&app->mu);
         if (app->stop) {
             pthread_mutex_unlock(&app->mu);
@@ -632,19 +674,43 @@ void *app_thread_main(void *arg)
             next = due;
         for (size_t i = 0; i < app->n_lanes && !work; i++)
             work = atomic_load(&app->lanes[i]->readable);
+        drain = false;
         if (!work && next > now) {
             app->intake_wakes = !pipelines_full_locked(app);
             app->thread_idle = true;
-            struct timespec until;
-            abs_deadline(&until, next - now);
-            pthread_cond_timedwait(&app->wake, &app->mu, &until);
+            if (expecting) {
+                /* Answers, ends and sends of our streams complete in here, on this thread.
+                 * Intake does not kick the poll (a kick is an allocation in gRPC, and an
+                 * append allocates nothing): while it could let a batch out, the poll
+                 * returns within a slice no longer than the linger, so that a batch opened
+                 * meanwhile is not late and a full one waits at most that long (or until
+                 * the next answer, usually sooner). */
+                int64_t until = next;
+                if (app->intake_wakes && now + app->poll_slice_ms < until)
+                    until = now + app->poll_slice_ms;
+                app->in_poll = true;
+                app->kicked = false;
+                pthread_mutex_unlock(&app->mu);
+                rpc_poller_poll(app->poller, until);
+                pthread_mutex_lock(&app->mu);
+                app->in_poll = false;
+            } else {
+                struct timespec until;
+                abs_deadline(&until, next - now);
+                pthread_cond_timedwait(&app->wake, &app->mu, &until);
+                drain = rpc_poller_live(app->poller) > 0;
+            }
             app->thread_idle = false;
         }
         pthread_mutex_unlock(&app->mu);
     }
     stop_all(&ts);
     free(ts.allowed);
+    /* Every stream was cancelled and released: their last completions come promptly. */
+    rpc_poller_t *poller = app->poller;
+    rpc_poller_destroy(poller);
     pthread_mutex_lock(&app->mu);
+    app->poller = NULL;
     app->thread_done = true;
     pthread_cond_broadcast(&app->settled);
     pthread_cond_broadcast(&app->space);

@@ -15,6 +15,11 @@
  * exactly one RECV_MESSAGE is outstanding while the stream's receive window has room, so a
  * consumer that stops reading stops the transfer (HTTP/2 flow control pushes back to the
  * server). Each call keeps a sticky error: after the first failure every operation returns it.
+ *
+ * A stream may instead be completed by a thread of the caller's (rpc_poller_t, below): its
+ * completions, notify hook included, then run inside that thread's rpc_poller_poll, so that a
+ * thread which consumes answers and sends the next requests needs no hand-off through the
+ * I/O thread. The I/O thread polls only while calls of its own run.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,6 +32,7 @@
 
 typedef struct rpc_client rpc_client_t;
 typedef struct rpc_stream rpc_stream_t;
+typedef struct rpc_poller rpc_poller_t;
 
 /* Starts the I/O thread. Errors: NOMEM, INTERNAL (thread or completion queue creation). */
 varlog_err_t rpc_client_new(rpc_client_t **out);
@@ -87,6 +93,9 @@ typedef struct rpc_stream_opts {
      * while the buffered messages hold fewer, so a message larger than the bound still gets
      * through, alone. */
     size_t recv_window_bytes;
+    /* Complete the stream on this poller's owner thread instead of the I/O thread (NULL: the
+     * I/O thread). The poller must outlive the stream's call (rpc_poller_destroy waits). */
+    rpc_poller_t *poller;
     /* Keep each received message's arrival: a CLOCK_MONOTONIC read (ns) on the I/O thread as
      * its receive completes, before the notify hook, returned by rpc_stream_recv_buffer_at.
      * Off: no clock read per message. */
@@ -164,6 +173,38 @@ void rpc_stream_cancel(rpc_stream_t *s);
  * gRPC's remaining completions are absorbed by the I/O thread, which frees the stream last.
  * Accepts NULL. */
 void rpc_stream_destroy(rpc_stream_t *s);
+
+/* ---- pollers: streams completed on their consumer's thread ------------------------------ */
+
+/* A completion queue for streams whose consumer completes them itself. The thread that polls
+ * it is its owner (rpc_poller_own); streams opened with opts.poller run every completion,
+ * their notify hooks included, inside the owner's rpc_poller_poll, and the owner's blocking
+ * calls on them (rpc_stream_recv* with a timeout, rpc_stream_sent) poll instead of waiting.
+ * Other threads may still use those streams as any other (send, cancel, destroy, recv
+ * without waiting); a wait of theirs ends when the owner polls. Errors: NOMEM, INTERNAL. */
+varlog_err_t rpc_poller_new(rpc_poller_t **out);
+
+/* The calling thread becomes p's owner, the one thread that calls rpc_poller_poll. */
+void rpc_poller_own(rpc_poller_t *p);
+
+/* Owner only: waits until deadline_ms (wire_now_ms clock; INT64_MAX = none) for one
+ * completion and runs it, or for a kick. true when it ran something or was kicked; false
+ * once the deadline passed. */
+bool rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms);
+
+/* Makes the owner's current rpc_poller_poll return (or its next one, at once). Any thread;
+ * does not block beyond gRPC's queue lock; each kick costs one completion (an allocation
+ * inside gRPC), so callers kick once per sleep. */
+void rpc_poller_kick(rpc_poller_t *p);
+
+/* Streams opened on p whose call has not finished yet (released ones included): while
+ * there are any the owner must keep polling. */
+size_t rpc_poller_live(rpc_poller_t *p);
+
+/* Owner only (or any thread once the owner stopped polling for good): polls until every
+ * stream opened on p finished (the caller cancelled or destroyed them; cancellation
+ * completes promptly), then shuts the queue down and frees p. Accepts NULL. */
+void rpc_poller_destroy(rpc_poller_t *p);
 
 /* ---- channel policy (used by the client core and tests) ---------------------------------- */
 

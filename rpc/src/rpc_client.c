@@ -12,6 +12,15 @@ static void *io_thread_main(void *arg)
     /* Named here too: the creator names it only once pthread_create returned. */
     pthread_setname_np(pthread_self(), "varlog-io");
     for (;;) {
+        /* Parked while no call of the queue runs: see rpc_client.io_calls. The last call's
+         * end kicks the queue when it happens on another thread. */
+        pthread_mutex_lock(&c->mu);
+        while (c->io_calls == 0 && !c->io_stop) {
+            c->io_parked = true;
+            pthread_cond_wait(&c->io_wake, &c->mu);
+        }
+        c->io_parked = false;
+        pthread_mutex_unlock(&c->mu);
         grpc_event ev =
             grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
         if (ev.type == GRPC_QUEUE_SHUTDOWN)
@@ -81,11 +90,18 @@ varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **o
     c->calls.next = c->calls.prev = &c->calls;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->calls_drained, NULL);
+    wire_cond_init(&c->io_wake);
     c->cq = grpc_completion_queue_create_for_next(NULL);
     if (!c->cq)
         goto fail;
-    if (pthread_create(&c->io_thread, NULL, io_thread_main, c) != 0) {
+    bool kicker = rpc_kicker_init(&c->kick, c->cq);
+    if (!kicker || pthread_create(&c->io_thread, NULL, io_thread_main, c) != 0) {
+        if (kicker)
+            rpc_kicker_destroy(&c->kick);
         grpc_completion_queue_shutdown(c->cq);
+        while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+               GRPC_QUEUE_SHUTDOWN)
+            ;
         grpc_completion_queue_destroy(c->cq);
         goto fail;
     }
@@ -93,6 +109,7 @@ varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **o
     *out = c;
     return VARLOG_OK;
 fail:
+    pthread_cond_destroy(&c->io_wake);
     pthread_cond_destroy(&c->calls_drained);
     pthread_mutex_destroy(&c->mu);
     free(c->channel_args.args);
@@ -149,9 +166,15 @@ void rpc_client_destroy(rpc_client_t *c)
         channel_entry_free(c->channels[i]);
     free(c->channels);
     free(c->channel_args.args);
+    rpc_kicker_destroy(&c->kick);
     grpc_completion_queue_shutdown(c->cq);
+    pthread_mutex_lock(&c->mu);
+    c->io_stop = true; /* unparks it to drain the queue's end */
+    pthread_cond_signal(&c->io_wake);
+    pthread_mutex_unlock(&c->mu);
     pthread_join(c->io_thread, NULL);
     grpc_completion_queue_destroy(c->cq);
+    pthread_cond_destroy(&c->io_wake);
     pthread_cond_destroy(&c->calls_drained);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -329,6 +352,8 @@ varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
     c->calls.prev->next = link;
     c->calls.prev = link;
     c->n_calls++;
+    if (!link->polled && c->io_calls++ == 0 && c->io_parked)
+        pthread_cond_signal(&c->io_wake);
     link->chan = c->handed_out;
     c->handed_out = NULL;
     if (link->chan)
@@ -345,6 +370,10 @@ void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
     link->next = link->prev = link;
     struct rpc_channel_entry *e = link->chan;
     link->chan = NULL;
+    /* The I/O thread parks once it comes back from the queue; from another thread, the last
+     * call's end must make it come back (a kick is one completion, cheap and rare). */
+    if (!link->polled && --c->io_calls == 0 && !pthread_equal(pthread_self(), c->io_thread))
+        rpc_kicker_kick(&c->kick);
     if (e && !e->doomed)
         channel_observe_locked(c, e);
     if (e && --e->n_calls == 0 && e->doomed) {

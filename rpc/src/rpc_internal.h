@@ -28,6 +28,9 @@ struct rpc_call_link {
     /* The channel the call runs on, set by rpc_client_link_locked: while any call is linked
      * to it a channel is never destroyed (a dropped one waits for its last call). */
     struct rpc_channel_entry *chan;
+    /* On a caller's rpc_poller rather than the client's queue: the I/O thread does not poll
+     * for it (it parks while no call of its own runs). */
+    bool polled;
 };
 
 /* One cached channel. Heap-allocated so that links can point at it while the table grows. */
@@ -41,9 +44,40 @@ struct rpc_channel_entry {
     struct rpc_channel_entry *next_gone; /* rpc_client_retain_targets' list of entries to free */
 };
 
+/* Wakes whoever polls a completion queue: an empty batch on a call that never starts an
+ * operation (on a lame channel, which never connects) posts its tag at once, and gRPC's C API
+ * has no alarm. Kicks of several threads are serialised by mu (batches on one call must
+ * be). */
+struct rpc_kicker {
+    pthread_mutex_t mu;
+    grpc_channel *channel;
+    grpc_call *call;
+    struct rpc_tag tag; /* does nothing when dispatched */
+};
+
+/* NOMEM-free apart from gRPC's own objects: false when gRPC refused one. */
+bool rpc_kicker_init(struct rpc_kicker *k, grpc_completion_queue *cq);
+/* One more tag on the queue. Any thread; does not block beyond the queue's lock. */
+void rpc_kicker_kick(struct rpc_kicker *k);
+/* Before the queue's shutdown: kicks still queued are drained with it. */
+void rpc_kicker_destroy(struct rpc_kicker *k);
+
+/* A completion queue polled by its owner thread (rpc_client.h). */
+struct rpc_poller {
+    grpc_completion_queue *cq;
+    struct rpc_kicker kick;
+    pthread_t owner;
+    atomic_bool has_owner;
+    atomic_size_t live; /* streams opened on it and not finished */
+};
+
+/* Whether the calling thread owns p (it then polls instead of waiting for its streams). */
+bool rpc_poller_owned(const rpc_poller_t *p);
+
 struct rpc_client {
     grpc_completion_queue *cq;
     pthread_t io_thread;
+    struct rpc_kicker kick; /* wakes the I/O thread to park */
 
     pthread_mutex_t mu; /* guards everything below; never held while taking a stream's lock */
     pthread_cond_t calls_drained;
@@ -57,6 +91,13 @@ struct rpc_client {
     struct rpc_channel_entry *handed_out;
     grpc_channel_args channel_args; /* wire's client arguments + the reconnect backoff */
     uint64_t reconnects;            /* rpc_client_reconnects */
+    /* Calls on cq: the I/O thread polls only while there are any. Calls on pollers are
+     * completed by their owners, and a second thread inside gRPC's poller (epoll1 has one
+     * epoll set for all queues, and its workers pass the polling role to each other at every
+     * event) would take a wake-up per event from them. */
+    size_t io_calls;
+    bool io_parked, io_stop;
+    pthread_cond_t io_wake;
 };
 
 /* The cached channel to target, created on first use. Called with c->mu held. NULL on NOMEM.

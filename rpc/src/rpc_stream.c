@@ -9,6 +9,7 @@ struct rpc_stream {
     rpc_client_t *client;
     struct rpc_call_link link;
     rpc_stream_opts_t opts;
+    rpc_poller_t *poller; /* opts.poller: whose thread completes the call (NULL: the I/O thread) */
 
     struct rpc_tag send_tag, recv_tag, status_tag;
 
@@ -197,6 +198,8 @@ static bool maybe_finish_locked(rpc_stream_t *s)
     rpc_client_unlink(s->client, &s->link);
     grpc_call_unref(s->link.call);
     s->link.call = NULL;
+    if (s->poller)
+        atomic_fetch_sub(&s->poller->live, 1);
     pthread_cond_broadcast(&s->readable);
     return true;
 }
@@ -341,7 +344,9 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     }
     s->client = c;
     s->opts = *opts;
+    s->poller = opts->poller;
     s->link.kind = RPC_LINK_STREAM;
+    s->link.polled = s->poller != NULL;
     s->send_tag.fn = on_send_done;
     s->recv_tag.fn = on_recv_done;
     s->status_tag.fn = on_status_done;
@@ -360,9 +365,9 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     grpc_channel *ch = c->closing ? NULL : rpc_client_channel_locked(c, target);
     if (ch) {
         grpc_slice method_slice = grpc_slice_from_copied_string(method);
-        s->link.call =
-            grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, c->cq, method_slice, NULL,
-                                     wire_deadline(call_timeout_ms(opts)), NULL);
+        s->link.call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS,
+                                                s->poller ? s->poller->cq : c->cq, method_slice,
+                                                NULL, wire_deadline(call_timeout_ms(opts)), NULL);
         grpc_slice_unref(method_slice);
     }
     if (!ch)
@@ -371,6 +376,8 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
         err = VARLOG_ERR_INTERNAL;
     else
         rpc_client_link_locked(c, &s->link);
+    if (err == VARLOG_OK && s->poller)
+        atomic_fetch_add(&s->poller->live, 1);
     pthread_mutex_unlock(&c->mu);
     if (err != VARLOG_OK) {
         pthread_mutex_unlock(&s->mu);
@@ -436,6 +443,22 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     pthread_mutex_unlock(&s->mu);
     *out = s;
     return VARLOG_OK;
+}
+
+/* Waits, with s->mu held, for something to change on the stream until until_ms (wire_now_ms
+ * clock; INT64_MAX = no limit); ETIMEDOUT once it passed. The owner of the stream's poller
+ * polls instead: nobody else would complete the call. */
+static int stream_wait_locked(rpc_stream_t *s, const struct timespec *until, int64_t until_ms)
+{
+    if (s->poller && rpc_poller_owned(s->poller)) {
+        pthread_mutex_unlock(&s->mu);
+        rpc_poller_poll(s->poller, until_ms);
+        pthread_mutex_lock(&s->mu);
+        return until_ms != INT64_MAX && wire_now_ms() >= until_ms ? ETIMEDOUT : 0;
+    }
+    if (until_ms == INT64_MAX)
+        return pthread_cond_wait(&s->readable, &s->mu);
+    return pthread_cond_timedwait(&s->readable, &s->mu, until);
 }
 
 /* The error an operation on a stream that can no longer send gets. Called with s->mu held. */
@@ -561,6 +584,7 @@ varlog_err_t rpc_stream_recv_buffer_at(rpc_stream_t *s, int64_t timeout_ms, grpc
         return VARLOG_ERR_INVALID_ARG;
     *out = NULL;
     struct timespec deadline;
+    int64_t deadline_ms = timeout_ms < 0 ? INT64_MAX : wire_deadline_ms(timeout_ms);
     if (timeout_ms > 0)
         abs_deadline(&deadline, timeout_ms);
     pthread_mutex_lock(&s->mu);
@@ -590,11 +614,8 @@ varlog_err_t rpc_stream_recv_buffer_at(rpc_stream_t *s, int64_t timeout_ms, grpc
             pthread_mutex_unlock(&s->mu);
             return VARLOG_ERR_TIMED_OUT;
         }
-        if (timeout_ms < 0) {
-            pthread_cond_wait(&s->readable, &s->mu);
-        } else if (pthread_cond_timedwait(&s->readable, &s->mu, &deadline) == ETIMEDOUT) {
+        if (stream_wait_locked(s, &deadline, deadline_ms) == ETIMEDOUT)
             timeout_ms = 0; /* one more look, then report the timeout */
-        }
     }
 }
 
@@ -618,9 +639,10 @@ size_t rpc_stream_sent(rpc_stream_t *s, int64_t settle_ms)
 {
     struct timespec deadline;
     abs_deadline(&deadline, settle_ms > 0 ? settle_ms : 0);
+    int64_t deadline_ms = wire_deadline_ms(settle_ms > 0 ? settle_ms : 0);
     pthread_mutex_lock(&s->mu);
     while (s->send_busy && !s->finished && settle_ms > 0 &&
-           pthread_cond_timedwait(&s->readable, &s->mu, &deadline) == 0)
+           stream_wait_locked(s, &deadline, deadline_ms) == 0)
         ;
     /* A message still in flight may be on the wire already: count it. */
     size_t n = s->sent + (s->send_busy && s->in_flight ? 1 : 0);

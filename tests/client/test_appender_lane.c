@@ -44,10 +44,14 @@ typedef struct window {
 } window_t;
 
 /* On the appender's thread, which owns the lane: every batch on it answered (the answers
- * wait in the stream) and the deadline passed. */
+ * wait in the stream) and the deadline passed. The thread completes its streams itself, in
+ * its poller's poll: an answer that reached it while it was busy gets into the stream when
+ * it next polls, which it does here, as it would in a wait of its own. */
 static bool window_open(void *arg)
 {
     const window_t *w = arg;
+    while (rpc_poller_poll(w->lane->app->poller, 0))
+        ;
     return wire_now_ms() >= w->due && rpc_stream_buffered(w->lane->st.rpc) >= w->lane->inflight.n;
 }
 
