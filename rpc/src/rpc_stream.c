@@ -445,9 +445,10 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
     return VARLOG_OK;
 }
 
-/* Waits, with s->mu held, for something to change on the stream until until_ms (wire_now_ms
- * clock; INT64_MAX = no limit); ETIMEDOUT once it passed. The owner of the stream's poller
- * polls instead: nobody else would complete the call. */
+/* Waits, with s->mu held, for something to change on the stream until `until` (NULL = no
+ * limit); ETIMEDOUT once it passed. The owner of the stream's poller polls instead, until
+ * until_ms (the same time on the wire_now_ms clock; INT64_MAX = no limit): nobody else would
+ * complete the call. */
 static int stream_wait_locked(rpc_stream_t *s, const struct timespec *until, int64_t until_ms)
 {
     if (s->poller && rpc_poller_owned(s->poller)) {
@@ -456,7 +457,7 @@ static int stream_wait_locked(rpc_stream_t *s, const struct timespec *until, int
         pthread_mutex_lock(&s->mu);
         return until_ms != INT64_MAX && wire_now_ms() >= until_ms ? ETIMEDOUT : 0;
     }
-    if (until_ms == INT64_MAX)
+    if (!until)
         return pthread_cond_wait(&s->readable, &s->mu);
     return pthread_cond_timedwait(&s->readable, &s->mu, until);
 }
@@ -584,9 +585,12 @@ varlog_err_t rpc_stream_recv_buffer_at(rpc_stream_t *s, int64_t timeout_ms, grpc
         return VARLOG_ERR_INVALID_ARG;
     *out = NULL;
     struct timespec deadline;
-    int64_t deadline_ms = timeout_ms < 0 ? INT64_MAX : wire_deadline_ms(timeout_ms);
-    if (timeout_ms > 0)
+    int64_t deadline_ms = INT64_MAX; /* a poller's owner polls until then */
+    if (timeout_ms > 0) {
         abs_deadline(&deadline, timeout_ms);
+        if (s->poller) /* a clock read only where it is used: consumers count them */
+            deadline_ms = wire_deadline_ms(timeout_ms);
+    }
     pthread_mutex_lock(&s->mu);
     for (;;) {
         grpc_byte_buffer *bb = bb_fifo_pop(&s->received);
@@ -614,7 +618,7 @@ varlog_err_t rpc_stream_recv_buffer_at(rpc_stream_t *s, int64_t timeout_ms, grpc
             pthread_mutex_unlock(&s->mu);
             return VARLOG_ERR_TIMED_OUT;
         }
-        if (stream_wait_locked(s, &deadline, deadline_ms) == ETIMEDOUT)
+        if (stream_wait_locked(s, timeout_ms > 0 ? &deadline : NULL, deadline_ms) == ETIMEDOUT)
             timeout_ms = 0; /* one more look, then report the timeout */
     }
 }
@@ -639,7 +643,7 @@ size_t rpc_stream_sent(rpc_stream_t *s, int64_t settle_ms)
 {
     struct timespec deadline;
     abs_deadline(&deadline, settle_ms > 0 ? settle_ms : 0);
-    int64_t deadline_ms = wire_deadline_ms(settle_ms > 0 ? settle_ms : 0);
+    int64_t deadline_ms = s->poller ? wire_deadline_ms(settle_ms > 0 ? settle_ms : 0) : 0;
     pthread_mutex_lock(&s->mu);
     while (s->send_busy && !s->finished && settle_ms > 0 &&
            stream_wait_locked(s, &deadline, deadline_ms) == 0)

@@ -1,0 +1,267 @@
+/* Streams completed on their consumer's thread (rpc_poller_t, rpc/include/rpc_client.h)
+ * against the server transport's test-only Transport service: the completions run inside
+ * the owner's poll and nowhere else, a kick wakes a poll, a stream released with batches
+ * outstanding finishes in the poller's destroy, and the client's I/O thread stays parked
+ * while only a poller's streams run (issue 25). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "rpc_client.h"
+#include "test_service.h"
+#include "test_support.h"
+#include "transport_test.pb-c.h"
+#include "wire.h"
+
+struct fixture {
+    struct svc svc;
+    rpc_client_t *client;
+    rpc_poller_t *poller;
+    /* the notify hook's view */
+    atomic_int notified, notified_elsewhere;
+    pthread_t owner;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(svc_start(&f->svc, 0), VARLOG_OK);
+    assert_int_equal(rpc_client_new(&f->client), VARLOG_OK);
+    assert_int_equal(rpc_poller_new(&f->poller), VARLOG_OK);
+    rpc_poller_own(f->poller);
+    f->owner = pthread_self();
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    /* Ends the streams a failed test left behind, so that the poller's destroy returns. */
+    rpc_client_shutdown(f->client);
+    rpc_poller_destroy(f->poller);
+    rpc_client_destroy(f->client);
+    svc_stop(&f->svc);
+    free(f);
+    return 0;
+}
+
+static void on_notify(void *arg)
+{
+    struct fixture *f = arg;
+    atomic_fetch_add(&f->notified, 1);
+    if (!pthread_equal(pthread_self(), f->owner))
+        atomic_fetch_add(&f->notified_elsewhere, 1);
+}
+
+static rpc_stream_opts_t poller_opts(struct fixture *f)
+{
+    rpc_stream_opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.kind = RPC_STREAM_BIDI;
+    o.response = response_desc;
+    o.recv_window = 64;
+    o.timeout_ms = -1;
+    o.notify = on_notify;
+    o.notify_arg = f;
+    o.poller = f->poller;
+    return o;
+}
+
+static void send_seq(rpc_stream_t *s, uint64_t seq)
+{
+    request_t req = LIBVARLOG__TRANSPORTTEST__REQUEST__INIT;
+    req.seq = seq;
+    assert_int_equal(rpc_stream_send(s, &req.base), VARLOG_OK);
+}
+
+static bool seen_all(void *arg)
+{
+    struct svc *svc = arg;
+    return atomic_load(&svc->bidi_seen) >= atomic_load(&svc->target);
+}
+
+static bool svc_calls_done(void *arg)
+{
+    struct svc *svc = arg;
+    return atomic_load(&svc->done) == atomic_load(&svc->started);
+}
+
+/* The server has answered every request, yet nothing reached the stream before its owner
+ * polled; then the owner's timed receive polls, and every completion (the notify hook
+ * included) ran on the owner's thread. */
+static void test_completed_only_by_the_owner(void **state)
+{
+    struct fixture *f = *state;
+    rpc_stream_opts_t o = poller_opts(f);
+    rpc_stream_t *s = NULL;
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s), VARLOG_OK);
+    assert_int_equal(rpc_poller_live(f->poller), 1);
+    /* One round trip first: the connection comes up only as the owner polls. */
+    send_seq(s, 1);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
+    protobuf_c_message_free_unpacked(m, NULL);
+    int notified = atomic_load(&f->notified);
+    assert_true(notified >= 1);
+    const uint64_t n = 20;
+    atomic_store(&f->svc.target, 2);
+    for (uint64_t i = 2; i <= n + 1; i++)
+        send_seq(s, i);
+    /* On a live connection the first send's write goes out from this thread as it starts
+     * (the next ones start from its completion, in a poll); the server answers it, and the
+     * answer does not reach the stream, nor the hook run, until the owner polls. An absence
+     * cannot be awaited: 100 ms is a hundred times the answer's round trip here. */
+    assert_true(test_wait_until(seen_all, &f->svc, 10000));
+    nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+    assert_int_equal(rpc_stream_buffered(s), 0);
+    assert_int_equal(atomic_load(&f->notified), notified);
+    for (uint64_t i = 2; i <= n + 1; i++) {
+        m = NULL;
+        assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
+        assert_int_equal(((response_t *)m)->seq, i);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    assert_true(atomic_load(&f->notified) > notified);
+    assert_int_equal(atomic_load(&f->notified_elsewhere), 0);
+    assert_int_equal(rpc_stream_close_send(s), VARLOG_OK);
+    assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_ERR_END);
+    assert_int_equal(rpc_stream_sent(s, 1000), n + 1);
+    rpc_stream_destroy(s);
+    assert_int_equal(rpc_poller_live(f->poller), 0);
+    assert_int_equal(rpc_client_live_calls(f->client), 0);
+}
+
+static void *kicker_main(void *arg)
+{
+    rpc_poller_kick(arg);
+    return NULL;
+}
+
+/* A kick from another thread ends a poll that would otherwise wait 10 s; a poll with
+ * nothing to do returns false at its deadline. */
+static void test_kick_ends_a_poll(void **state)
+{
+    struct fixture *f = *state;
+    int64_t t0 = test_now_ms();
+    assert_false(rpc_poller_poll(f->poller, t0 + 50));
+    assert_true(test_now_ms() - t0 >= 49);
+    pthread_t th;
+    t0 = test_now_ms();
+    assert_int_equal(pthread_create(&th, NULL, kicker_main, f->poller), 0);
+    assert_true(rpc_poller_poll(f->poller, t0 + 10000));
+    int64_t took = test_now_ms() - t0;
+    pthread_join(th, NULL);
+    print_message("    kicked poll returned after %lld ms\n", (long long)took);
+    assert_true(took < 5000);
+}
+
+/* Streams released with their batches outstanding (a receive, a send, the status) finish
+ * as their owner polls; the poller's destroy polls until they did, and the client then has
+ * no call left. Valgrind's copy of this test checks that nothing leaks. */
+static void test_released_streams_finish_in_destroy(void **state)
+{
+    struct fixture *f = *state;
+    rpc_stream_opts_t o = poller_opts(f);
+    rpc_stream_t *s[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s[i]), VARLOG_OK);
+        send_seq(s[i], 1);
+        send_seq(s[i], 2);
+    }
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(rpc_stream_recv(s[0], 10000, &m), VARLOG_OK); /* one is live */
+    protobuf_c_message_free_unpacked(m, NULL);
+    for (int i = 0; i < 3; i++)
+        rpc_stream_destroy(s[i]);
+    assert_true(rpc_poller_live(f->poller) > 0); /* nobody polled since */
+    assert_true(rpc_client_live_calls(f->client) > 0);
+    rpc_poller_destroy(f->poller);
+    f->poller = NULL;
+    assert_int_equal(rpc_client_live_calls(f->client), 0);
+    assert_true(test_wait_until(svc_calls_done, &f->svc, 10000));
+}
+
+/* Voluntary context switches of the thread named name (0 when there is none). */
+static long thread_switches(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *fp = fopen(path, "r");
+        if (!fp)
+            continue;
+        bool match = fgets(comm, sizeof(comm), fp) && strncmp(comm, name, strlen(name)) == 0;
+        fclose(fp);
+        if (!match)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+        fp = fopen(path, "r");
+        char line[200];
+        while (fp && fgets(line, sizeof(line), fp)) {
+            long v;
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+                n += v;
+        }
+        if (fp)
+            fclose(fp);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Round trips one at a time on a poller's stream: the client's I/O thread, with no call of
+ * its own, stays parked instead of taking gRPC's polling role and a wake-up per event. */
+static void test_io_thread_parked_while_only_pollers_run(void **state)
+{
+    struct fixture *f = *state;
+    rpc_stream_opts_t o = poller_opts(f);
+    rpc_stream_t *s = NULL;
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s), VARLOG_OK);
+    send_seq(s, 1); /* the connection is up before counting */
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
+    protobuf_c_message_free_unpacked(m, NULL);
+    long before = thread_switches("varlog-io");
+    const uint64_t n = (uint64_t)test_scale(200, 10);
+    for (uint64_t i = 2; i <= n + 1; i++) {
+        send_seq(s, i);
+        assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
+        assert_int_equal(((response_t *)m)->seq, i);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    long woke = thread_switches("varlog-io") - before;
+    print_message("    varlog-io woke %ld times in %llu round trips\n", woke,
+                  (unsigned long long)n);
+    assert_true(woke <= 5);
+    rpc_stream_destroy(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_completed_only_by_the_owner, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kick_ends_a_poll, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_released_streams_finish_in_destroy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_io_thread_parked_while_only_pollers_run, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
