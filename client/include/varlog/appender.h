@@ -17,8 +17,10 @@
  *
  * Threads: each appender owns one thread ("varlog-appender") that packs and sends batches,
  * matches responses and runs every callback of the appender, one at a time, never with a
- * library lock held and never on gRPC's I/O thread. Producer threads only copy records into
- * the transmit queue.
+ * library lock held and never on gRPC's I/O thread. It also completes its own Append
+ * streams (gRPC reads and writes their messages on it as it waits for answers), so an answer
+ * is matched and the next batch sent without a hand-off between threads. Producer threads
+ * only copy records into the transmit queue.
  *
  * Transmit queue: a fixed set of batch slots allocated when the appender is created
  * (per log stream: appender.pipeline.depth in flight, one waiting, plus the batch being
