@@ -494,6 +494,20 @@ static bool streams_expecting(const varlog_appender_t *app)
     return expecting || rpc_poller_live(app->poller) > held;
 }
 
+/* Whether a lane waits for answers and none is there to read yet: its thread may go on
+ * polling. The thread's own fields, and the flags its poll sets. */
+static bool answers_awaited(const varlog_appender_t *app)
+{
+    bool awaited = false;
+    for (size_t i = 0; i < app->n_lanes; i++) {
+        const app_lane_t *lane = app->lanes[i];
+        if (atomic_load(&lane->readable))
+            return false;
+        awaited = awaited || (lane->st.rpc && lane->inflight.n > 0);
+    }
+    return awaited;
+}
+
 /* With mu held: closes the open batch when it is due and could go out, hands ready batches
  * to lanes, and says when to look again (INT64_MAX = only when woken). */
 static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
@@ -691,7 +705,10 @@ void *app_thread_main(void *arg)
                 app->in_poll = true;
                 app->kicked = false;
                 pthread_mutex_unlock(&app->mu);
-                rpc_poller_poll(app->poller, until);
+                /* A completion that leaves nothing to read (a send's, a released stream's)
+                 * needs no round of the loop while answers are still on their way. */
+                while (rpc_poller_poll(app->poller, until) == RPC_POLL_RAN && answers_awaited(app))
+                    ;
                 pthread_mutex_lock(&app->mu);
                 app->in_poll = false;
             } else {

@@ -187,10 +187,15 @@ varlog_err_t rpc_poller_new(rpc_poller_t **out);
 /* The calling thread becomes p's owner, the one thread that calls rpc_poller_poll. */
 void rpc_poller_own(rpc_poller_t *p);
 
+typedef enum {
+    RPC_POLL_TIMEOUT = 0, /* the deadline passed */
+    RPC_POLL_RAN,         /* a stream's completion ran */
+    RPC_POLL_KICKED,      /* rpc_poller_kick */
+} rpc_poll_t;
+
 /* Owner only: waits until deadline_ms (wire_now_ms clock; INT64_MAX = none) for one
- * completion and runs it, or for a kick. true when it ran something or was kicked; false
- * once the deadline passed. */
-bool rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms);
+ * completion and runs it, or for a kick. */
+rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms);
 
 /* Makes the owner's current rpc_poller_poll return (or its next one, at once). Any thread;
  * does not block beyond gRPC's queue lock; each kick costs one completion (an allocation

@@ -93,7 +93,7 @@ static void dispatch(grpc_event ev)
     tag->fn(tag, ev.success != 0);
 }
 
-bool rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms)
+rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms)
 {
     int64_t left = -1; /* wire_deadline's "none" */
     if (deadline_ms != INT64_MAX) {
@@ -103,9 +103,9 @@ bool rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms)
     }
     grpc_event ev = grpc_completion_queue_next(p->cq, wire_deadline(left), NULL);
     if (ev.type != GRPC_OP_COMPLETE)
-        return false;
+        return RPC_POLL_TIMEOUT;
     dispatch(ev);
-    return true;
+    return ev.tag == &p->kick.tag ? RPC_POLL_KICKED : RPC_POLL_RAN;
 }
 
 void rpc_poller_kick(rpc_poller_t *p)
