@@ -162,6 +162,11 @@ void abs_deadline(struct timespec *ts, int64_t timeout_ms);
 typedef enum { WIRE_ARGS_CLIENT, WIRE_ARGS_SERVER } wire_args_side_t;
 const grpc_channel_args *wire_channel_args(wire_args_side_t side);
 
+/* Shuts down a completion queue on which no call and no operation is pending any more, waits
+ * until it reports the shutdown (dropping what is still queued: kicks nobody took) and
+ * destroys it. For queues that never served, or whose owner left without draining them. */
+void wire_cq_destroy_idle(grpc_completion_queue *cq);
+
 /* gRPC is reference counted: every object that uses it calls these once. */
 void wire_grpc_ref(void);
 void wire_grpc_unref(void);

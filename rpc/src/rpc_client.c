@@ -98,11 +98,7 @@ varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **o
     if (!kicker || pthread_create(&c->io_thread, NULL, io_thread_main, c) != 0) {
         if (kicker)
             rpc_kicker_destroy(&c->kick);
-        grpc_completion_queue_shutdown(c->cq);
-        while (grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
-               GRPC_QUEUE_SHUTDOWN)
-            ;
-        grpc_completion_queue_destroy(c->cq);
+        wire_cq_destroy_idle(c->cq);
         goto fail;
     }
     pthread_setname_np(c->io_thread, "varlog-io");

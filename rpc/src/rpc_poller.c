@@ -59,14 +59,8 @@ varlog_err_t rpc_poller_new(rpc_poller_t **out)
     atomic_init(&p->has_owner, false);
     p->cq = grpc_completion_queue_create_for_next(NULL);
     if (!p->cq || !rpc_kicker_init(&p->kick, p->cq)) {
-        if (p->cq) {
-            grpc_completion_queue_shutdown(p->cq);
-            while (
-                grpc_completion_queue_next(p->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
-                GRPC_QUEUE_SHUTDOWN)
-                ;
-            grpc_completion_queue_destroy(p->cq);
-        }
+        if (p->cq)
+            wire_cq_destroy_idle(p->cq);
         free(p);
         wire_grpc_unref();
         return VARLOG_ERR_INTERNAL;

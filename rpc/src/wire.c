@@ -423,6 +423,15 @@ void wire_grpc_unref(void)
     grpc_shutdown();
 }
 
+void wire_cq_destroy_idle(grpc_completion_queue *cq)
+{
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(cq);
+}
+
 void wire_cond_init(pthread_cond_t *cv)
 {
     pthread_condattr_t attr;
