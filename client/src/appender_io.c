@@ -653,7 +653,7 @@ void *app_thread_main(void *arg)
         /* After a sleep on wake: completions that came meanwhile (a stream's end, a send's)
          * are run before anything is sent on the streams. */
         if (drain)
-            while (rpc_poller_poll(app->poller, 0))
+            while (rpc_poller_poll(app->poller, 0) != RPC_POLL_TIMEOUT)
                 ;
         int64_t now = wire_now_ms();
         if (now >= next_poll || work) {
@@ -724,8 +724,7 @@ void *app_thread_main(void *arg)
     stop_all(&ts);
     free(ts.allowed);
     /* Every stream was cancelled and released: their last completions come promptly. */
-    rpc_poller_t *poller = app->poller;
-    rpc_poller_destroy(poller);
+    rpc_poller_destroy(app->poller);
     pthread_mutex_lock(&app->mu);
     app->poller = NULL;
     app->thread_done = true;
