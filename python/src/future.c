@@ -94,6 +94,14 @@ static PyObject *get_callbacks(PyObject *self, void *closure)
     return lazy_get(self, F_CALLBACKS, new_list);
 }
 
+static void set_field(PyObject *self, int i, PyObject *value)
+{
+    PyObject *old = fields(self)[i];
+    Py_INCREF(value);
+    fields(self)[i] = value;
+    Py_XDECREF(old); /* may run Python code (a finalizer) */
+}
+
 /* Assignments (a subclass's __init__ calling Future.__init__) store the value as given. */
 static int set_lazy(PyObject *self, PyObject *value, int i)
 {
@@ -101,10 +109,7 @@ static int set_lazy(PyObject *self, PyObject *value, int i)
         PyErr_SetString(PyExc_AttributeError, "cannot delete a future's attribute");
         return -1;
     }
-    PyObject *old = fields(self)[i];
-    Py_INCREF(value);
-    fields(self)[i] = value;
-    Py_XDECREF(old);
+    set_field(self, i, value);
     return 0;
 }
 
@@ -134,14 +139,6 @@ static int is_finished(PyObject *self)
         return -1;
     }
     return st == st_finished;
-}
-
-static void set_field(PyObject *self, int i, PyObject *value)
-{
-    PyObject *old = fields(self)[i];
-    Py_INCREF(value);
-    fields(self)[i] = value;
-    Py_XDECREF(old); /* may run Python code (a finalizer) */
 }
 
 int vp_future_resolve(PyObject *fut, PyObject *value, bool exception)
