@@ -422,9 +422,15 @@ static void test_order_topic_4_producers(void **state)
 
 /* ---- backpressure ----------------------------------------------------------------------- */
 
-/* After flush(0) sent a lingering batch: waits until its callback is held at the gate. */
-static void wait_held(fixture_t *x)
+/* Appends rec as a call whose callback the gate holds, sends it without lingering (flush with
+ * timeout 0 only starts the sending) and waits until the callback is held: the call then stays
+ * pending, and counts against the queue's bounds, until the test opens the gate. */
+static void send_and_hold(fixture_t *x, const varlog_record_t *rec, call_t *call)
 {
+    assert_int_equal(varlog_appender_append(x->app, rec, 1, 0, gated_cb, call), VARLOG_OK);
+    size_t pending = 0;
+    varlog_err_t rc = varlog_appender_flush(x->app, 0, &pending);
+    assert_true(rc == VARLOG_ERR_TIMED_OUT || rc == VARLOG_OK);
     if (gate_wait_entered(&x->g, 1, cf_wait_bound_ms()))
         return;
     varlog_appender_stats_t d = app_stats(x->app);
@@ -449,12 +455,7 @@ static void test_queue_full_records(void **state)
     calls_init(calls, 8);
     varlog_record_t one = cf_record("0123456789abcdef");
 
-    assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
-    size_t pending = 0;
-    /* timeout 0 only starts the sending */
-    varlog_err_t rc = varlog_appender_flush(app, 0, &pending);
-    assert_true(rc == VARLOG_ERR_TIMED_OUT || rc == VARLOG_OK);
-    wait_held(&x);
+    send_and_hold(&x, &one, &calls[0]);
     /* call 0 sits in its callback and still counts */
     for (int i = 1; i < 4; i++)
         assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[i]), VARLOG_OK);
@@ -470,7 +471,7 @@ static void test_queue_full_records(void **state)
     assert_int_equal(app_stats(app).queue_full, 1);
 
     /* flush with a callback held: TIMED_OUT and the pending count, at once for timeout 0 */
-    pending = 0;
+    size_t pending = 0;
     t0 = test_now_ms();
     assert_int_equal(varlog_appender_flush(app, 0, &pending), VARLOG_ERR_TIMED_OUT);
     assert_true(test_now_ms() - t0 < cf_wait_bound_ms());
@@ -514,10 +515,7 @@ static void test_queue_full_bytes(void **state)
     char buf[30];
     memset(buf, 'y', sizeof(buf));
     varlog_record_t r30 = {buf, sizeof(buf)};
-    assert_int_equal(varlog_appender_append(app, &r30, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
-    size_t pending = 0;
-    (void)varlog_appender_flush(app, 0, &pending);
-    wait_held(&x);
+    send_and_hold(&x, &r30, &calls[0]);
     assert_int_equal(varlog_appender_append(app, &r30, 1, 0, gated_cb, &calls[1]), VARLOG_OK);
     assert_int_equal(varlog_appender_append(app, &r30, 1, 0, gated_cb, &calls[2]), VARLOG_OK);
     assert_int_equal(app_stats(app).pending_bytes, 90);
@@ -576,11 +574,7 @@ static void test_queue_full_waiter_woken_by_a_quarter(void **state)
     call_t calls[9];
     calls_init(calls, 9);
     varlog_record_t one = cf_record("0123456789abcdef");
-    assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
-    size_t pending = 0;
-    varlog_err_t rc = varlog_appender_flush(app, 0, &pending);
-    assert_true(rc == VARLOG_ERR_TIMED_OUT || rc == VARLOG_OK);
-    wait_held(&x);
+    send_and_hold(&x, &one, &calls[0]);
     /* calls 1-7 linger in the next batch: 8 records pending */
     for (int i = 1; i < 8; i++)
         assert_int_equal(varlog_appender_append(app, &one, 1, 0, gated_cb, &calls[i]), VARLOG_OK);
@@ -654,10 +648,7 @@ static void test_queue_grows_to_records_bound(void **state)
     assert_non_null(calls);
     calls_init(calls, N);
     varlog_record_t one = cf_record("0123456789abcdef");
-    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, gated_cb, &calls[0]), VARLOG_OK);
-    size_t pending = 0;
-    (void)varlog_appender_flush(x.app, 0, &pending);
-    wait_held(&x);
+    send_and_hold(&x, &one, &calls[0]);
     for (int i = 1; i < N - 1; i++) {
         varlog_err_t rc = varlog_appender_append(x.app, &one, 1, 0, gated_cb, &calls[i]);
         if (rc != VARLOG_OK)
