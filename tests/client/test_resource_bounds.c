@@ -388,21 +388,29 @@ static int census_count(const census_t *c, const char *name)
 }
 
 /* The baseline: what was closed before it is no longer listed (test_support.h: a joined
- * thread stays listed for a moment), and two censuses in a row agree, so that a thread
- * caught between its creation and its naming is not taken for a thread of its own kind. */
+ * thread stays listed for a moment), and the census has not changed for CENSUS_STEADY_MS, so
+ * that a thread caught between its creation and its naming (it bears its creator's name
+ * until named; under TSan that window was once caught by two censuses 50 us apart) is not
+ * taken for a thread of its creator's kind. */
+enum { CENSUS_STEADY_MS = 50 };
+
 typedef struct census_settle {
     census_t prev, last;
     bool have_prev;
+    int64_t steady_since_ms;
 } census_settle_t;
 
 static bool census_settled(void *arg)
 {
     census_settle_t *s = arg;
     take_census(&s->last);
-    bool same = s->have_prev && census_differs(&s->prev, &s->last) == NULL;
+    int64_t now = test_now_ms();
+    if (!s->have_prev || census_differs(&s->prev, &s->last) != NULL)
+        s->steady_since_ms = now;
     s->prev = s->last;
     s->have_prev = true;
-    return same && census_count(&s->last, "varlog-appender") == 0 &&
+    return now - s->steady_since_ms >= CENSUS_STEADY_MS &&
+           census_count(&s->last, "varlog-appender") == 0 &&
            census_count(&s->last, "varlog-sub") == 0;
 }
 
