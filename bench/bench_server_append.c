@@ -1,28 +1,44 @@
-/* bench_server_append: the server side of Append, as a pipelined client drives it: one
- * long-lived /varlog.snpb.LogIO/Append bidi stream, AppendRequests of BATCH records of SIZE
- * bytes, DEPTH requests in flight, printed as Go benchmark lines.
+/* bench_server_append: one long-lived /varlog.snpb.LogIO/Append bidi stream driven by a bare
+ * gRPC-core call, AppendRequests of BATCH records of SIZE bytes, DEPTH requests in flight,
+ * printed as Go benchmark lines. Two families of rows:
  *
- *   bench_server_append [-server PATH | -inproc] [-benchtime=D|Nx] [-count=N] [-bench=REGEX]
- *                       [FILTER]   (see harness.h)
+ *   ServerAppend/batch=B/size=S/depth=D: the server's cost of Append (issue 10);
+ *   AppendFloor/size=S/batch=B/depth=D: the client's floor (issue 25): what gRPC core and
+ *       the kernel cost a client for the same requests as bench_append's Appender rows, with
+ *       no library around them; the least any client built on gRPC core can spend.
+ *
+ *   bench_server_append [-server PATH | -inproc | -mr HOST:PORT[,...]] [-topic ID]
+ *                       [-logstream ID] [-size BYTES] [-benchtime=D|Nx] [-count=N]
+ *                       [-bench=REGEX] [FILTER]   (see harness.h)
  *
  * By default each benchmark (and each -count repetition) starts a fresh varlog-server as a
  * child process (PATH, default the one built beside this program), so that the server's CPU
  * is its own: it is read from /proc/PID/stat (utime + stime, all threads) before and after
  * the measured round and reported per record as srv-ns/rec. -inproc runs the embedded server
  * in this process instead; srv-ns/rec is then left out (the process's CPU, client and server,
- * is in cli-ns/rec).
+ * is in cli-ns/rec). -mr: a cluster's metadata repository (a real Varlog cluster): the
+ * stream goes to the primary storage node of -topic's (default 1) log stream -logstream
+ * (default 1), found through the library's metadata (outside the clock); records appended
+ * there stay there. -size: the AppendFloor rows' record size (1 to 4096; default 100;
+ * bench/side-by-side.py uses 128).
  *
- * The client is a bare gRPC-core call, not the library's client, so that as little client
- * CPU as possible competes with the server for this machine's two cores: the request is
- * encoded once (fields 1 and 2, then BATCH payloads) and every send shares that slice; a
- * response is checked by hand (BATCH results, the first one's GLSN and LLSN the ones
- * expected: one topic, one log stream, so both continue from the previous response) rather
- * than decoded by protobuf-c.
+ * The client is a bare gRPC-core call, not the library's client: the request is encoded
+ * once (fields 1 and 2, then BATCH payloads) and every send shares that slice, in a byte
+ * buffer of its own as a send requires; one thread sends, polls the call's completion queue
+ * (grpc_completion_queue_next reads the socket on the calling thread: no I/O thread, no
+ * hand-off) and checks each response by hand (BATCH results; against our own server the
+ * first one's GLSN and LLSN the ones expected, against a cluster an LLSN past the previous
+ * response's) rather than decoding it with protobuf-c. No producer thread, no batching, no
+ * callback, no statistics: what is left per request is gRPC core's, the kernel's and the
+ * wait's.
  *
  * An op is one AppendRequest. Metrics: records/s (records answered per second of the
- * round), srv-ns/rec (server CPU per record), cli-ns/rec (this process's CPU per record,
- * getrusage). MB/s counts payload bytes. B/op and allocs/op count this program's own
- * allocations (alloc_count.h): with the child server that is the benchmark client alone. */
+ * round), srv-ns/rec (server CPU per record, child server only), cli-ns/rec (ServerAppend)
+ * or cpu-us/record (AppendFloor: the names bench_append uses) this process's CPU per record
+ * (getrusage), ctxsw/request (voluntary + involuntary context switches of this process per
+ * request). MB/s counts payload bytes. B/op and allocs/op count this program's own
+ * allocations (alloc_count.h): with the child server or -mr that is the benchmark client
+ * alone. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -38,7 +54,9 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
+#include "bench_client.h"
 #include "harness.h"
+#include "metadata.h"
 #include "varlog/server.h"
 #include "wire.h"
 
@@ -51,15 +69,21 @@
 /* Enough for the longest rounds at a few million records/s; the stored log is never read. */
 #define SERVER_MAX_BYTES "68719476736"
 
+#define MAX_SIZE 4096
+
 typedef struct bcase {
-    const char *name; /* without the "Benchmark" prefix */
-    size_t batch;     /* records per AppendRequest */
-    size_t size;      /* bytes per record */
-    int depth;        /* requests in flight */
+    char name[96]; /* without the "Benchmark" prefix */
+    size_t batch;  /* records per AppendRequest */
+    size_t size;   /* bytes per record */
+    int depth;     /* requests in flight */
+    bool floor;    /* an AppendFloor row: reported as the client's cost */
 } bcase_t;
 
 static const char *server_program = VARLOG_SERVER_PROGRAM;
 static bool inproc;
+static const char *cluster_address; /* -mr */
+static int32_t topic_id = 1, log_stream_id = 1;
+static size_t floor_size = 100;
 
 enum { T_START = 1, T_STATUS, T_SEND, T_RECV };
 
@@ -77,7 +101,11 @@ typedef struct env {
     grpc_slice request; /* the whole encoded AppendRequest, shared by every send */
     grpc_byte_buffer *send_bb, *recv_bb;
     bool send_busy, recv_busy, ended;
-    uint64_t next_glsn; /* expected first GLSN (and LLSN) of the next response */
+    /* Our own server: the first GLSN and LLSN of the next response, exactly. A cluster's
+     * GLSNs interleave with other log streams' and its LLSNs continue from what is stored:
+     * the first LLSN must be at least next_llsn (0: not known yet). */
+    bool exact;
+    uint64_t next_glsn, next_llsn;
 } env_t;
 
 /* ---- the child server ------------------------------------------------------------------- */
@@ -173,18 +201,20 @@ static size_t put_varint(uint8_t *p, uint64_t v)
     return n;
 }
 
-/* AppendRequest{topic_id 1, log_stream_id 1, payload x batch}. */
+/* AppendRequest{topic_id, log_stream_id, payload x batch}. */
 static grpc_slice encode_request(const bcase_t *c)
 {
     uint8_t tmp[16];
     size_t per = 1 + put_varint(tmp, c->size) + c->size;
-    grpc_slice s = grpc_slice_malloc(4 + per * c->batch);
+    size_t head =
+        2 + put_varint(tmp, (uint64_t)topic_id) + put_varint(tmp, (uint64_t)log_stream_id);
+    grpc_slice s = grpc_slice_malloc(head + per * c->batch);
     uint8_t *p = GRPC_SLICE_START_PTR(s);
     size_t off = 0;
     p[off++] = 1 << 3;
-    p[off++] = 1;
+    off += put_varint(p + off, (uint64_t)topic_id);
     p[off++] = 2 << 3;
-    p[off++] = 1;
+    off += put_varint(p + off, (uint64_t)log_stream_id);
     for (size_t i = 0; i < c->batch; i++) {
         p[off++] = (3 << 3) | 2;
         off += put_varint(p + off, c->size);
@@ -221,8 +251,8 @@ static bool get_field(const uint8_t **p, const uint8_t *end, unsigned want, cons
     return true;
 }
 
-/* AppendResponse: batch results whose first meta has GLSN and LLSN e->next_glsn (fields 3
- * and 4 of LogEntryMeta; the ids are 1). The other results are counted, not read. */
+/* AppendResponse: batch results whose first meta has the GLSN and LLSN expected (fields 3
+ * and 4 of LogEntryMeta; see env_t). The other results are counted, not read. */
 static bool check_response(env_t *e, const uint8_t *p, size_t len)
 {
     const uint8_t *end = p + len, *res = NULL, *meta = NULL;
@@ -246,9 +276,12 @@ static bool check_response(env_t *e, const uint8_t *p, size_t len)
             }
         }
     }
-    if (n != e->c->batch || glsn != e->next_glsn || llsn != e->next_glsn)
+    if (n != e->c->batch)
         return false;
-    e->next_glsn += n;
+    if (e->exact ? glsn != e->next_glsn || llsn != e->next_llsn : llsn == 0 || llsn < e->next_llsn)
+        return false;
+    e->next_glsn = glsn + n;
+    e->next_llsn = llsn + n;
     return true;
 }
 
@@ -286,7 +319,9 @@ static bool stream_open(env_t *e)
     grpc_metadata_array_init(&e->trailing);
     e->details = grpc_empty_slice();
     e->code = GRPC_STATUS_UNKNOWN;
-    e->next_glsn = 1;
+    e->exact = !cluster_address;
+    e->next_glsn = e->exact ? 1 : 0;
+    e->next_llsn = e->next_glsn;
     grpc_channel_credentials *creds = grpc_insecure_credentials_create();
     e->ch = grpc_channel_create(e->addr, creds, wire_channel_args(WIRE_ARGS_CLIENT));
     grpc_channel_credentials_release(creds);
@@ -354,8 +389,8 @@ static bool run_requests(env_t *e, bench_b_t *b, long n)
             bool ok = check_response(e, GRPC_SLICE_START_PTR(all), GRPC_SLICE_LENGTH(all));
             grpc_slice_unref(all);
             if (!ok) {
-                b_failf(b, "response %ld is not %zu results from GLSN %llu", answered, e->c->batch,
-                        (unsigned long long)e->next_glsn);
+                b_failf(b, "response %ld is not %zu results from LLSN %llu", answered, e->c->batch,
+                        (unsigned long long)e->next_llsn);
                 return false;
             }
             answered++;
@@ -417,8 +452,31 @@ static void env_teardown(void *ctx)
     free(e);
 }
 
-/* A fresh server and stream per -count repetition, so that stored records never carry
- * over. */
+/* -mr: the address of the primary storage node of topic_id's log_stream_id, from the
+ * library's metadata; 0, or -1 after a message on stderr. */
+static int cluster_target(env_t *e)
+{
+    varlog_client_t *client = NULL;
+    if (bench_client_open(cluster_address, NULL, &client) != 0)
+        return -1;
+    md_view_t *v = md_current(client);
+    const md_log_stream_t *ls = md_view_log_stream(v, topic_id, log_stream_id);
+    int rc = -1;
+    if (!ls)
+        fprintf(stderr, "%s: no log stream %d in topic %d\n", cluster_address, log_stream_id,
+                topic_id);
+    else if (!ls->primary)
+        fprintf(stderr, "%s: log stream %d of topic %d has no known primary\n", cluster_address,
+                log_stream_id, topic_id);
+    else if (snprintf(e->addr, sizeof(e->addr), "%s", ls->primary) < (int)sizeof(e->addr))
+        rc = 0;
+    md_view_unref(v);
+    varlog_client_destroy(client);
+    return rc;
+}
+
+/* A fresh server (or, with -mr, the cluster's storage node) and stream per -count
+ * repetition, so that stored records never carry over. */
 static void *env_setup(const void *arg)
 {
     env_t *e = calloc(1, sizeof(*e));
@@ -427,7 +485,12 @@ static void *env_setup(const void *arg)
     e->c = arg;
     wire_grpc_ref();
     e->request = encode_request(e->c);
-    if (inproc) {
+    if (cluster_address) {
+        if (cluster_target(e) != 0) {
+            env_teardown(e);
+            return NULL;
+        }
+    } else if (inproc) {
         varlog_server_opts_t o = {.listen_address = "127.0.0.1:0",
                                   .topics = 1,
                                   .log_streams_per_topic = 1,
@@ -450,53 +513,119 @@ static void *env_setup(const void *arg)
     return e;
 }
 
+/* Context switches (voluntary + involuntary) of this process, every thread. */
+static int64_t self_ctxsw(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
 static void bench_server_append(bench_b_t *b)
 {
     env_t *e = b->ctx;
     const bcase_t *c = e->c;
     b_set_bytes(b, (int64_t)(c->batch * c->size));
     int64_t srv0 = e->pid > 0 ? proc_cpu_ns(e->pid) : -1;
-    int64_t cli0 = self_cpu_ns();
+    int64_t cli0 = self_cpu_ns(), csw0 = self_ctxsw();
     int64_t t0 = bench_now_ns();
     if (!run_requests(e, b, b->n))
         return;
     int64_t t1 = bench_now_ns();
     int64_t srv1 = e->pid > 0 ? proc_cpu_ns(e->pid) : -1;
-    int64_t cli1 = self_cpu_ns();
+    int64_t cli1 = self_cpu_ns(), csw1 = self_ctxsw();
     double records = (double)b->n * (double)c->batch;
     b_report_metric(b, records * 1e9 / (double)(t1 - t0), "records/s");
     if (srv0 >= 0 && srv1 >= 0)
         b_report_metric(b, (double)(srv1 - srv0) / records, "srv-ns/rec");
-    b_report_metric(b, (double)(cli1 - cli0) / records, "cli-ns/rec");
+    if (c->floor)
+        b_report_metric(b, (double)(cli1 - cli0) / 1e3 / records, "cpu-us/record");
+    else
+        b_report_metric(b, (double)(cli1 - cli0) / records, "cli-ns/rec");
+    b_report_metric(b, (double)(csw1 - csw0) / (double)b->n, "ctxsw/request");
 }
 
-static const bcase_t cases[] = {
-    {"ServerAppend/batch=1/size=100/depth=8", 1, 100, 8},
-    {"ServerAppend/batch=100/size=100/depth=8", 100, 100, 8},
-    {"ServerAppend/batch=1000/size=100/depth=2", 1000, 100, 2},
-    {"ServerAppend/batch=1000/size=100/depth=8", 1000, 100, 8},
+/* ServerAppend rows, then AppendFloor rows in the shapes of bench/side-by-side.py's
+ * (batch, pipeline) pairs at -size bytes. */
+static const bcase_t server_cases[] = {
+    {"ServerAppend/batch=1/size=100/depth=8", 1, 100, 8, false},
+    {"ServerAppend/batch=100/size=100/depth=8", 100, 100, 8, false},
+    {"ServerAppend/batch=1000/size=100/depth=2", 1000, 100, 2, false},
+    {"ServerAppend/batch=1000/size=100/depth=8", 1000, 100, 8, false},
 };
+static const struct {
+    int batch, depth;
+} floor_shapes[] = {{1, 1}, {100, 1}, {100, 8}, {1000, 8}};
+#define N_SERVER_CASES (sizeof(server_cases) / sizeof(server_cases[0]))
+#define N_FLOOR_CASES (sizeof(floor_shapes) / sizeof(floor_shapes[0]))
+
+/* Takes this program's flags out of argv; the rest goes to the harness. Returns false on a
+ * bad value. */
+static bool take_own_flags(int *argc, char **argv)
+{
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        const char *v = NULL;
+        bool ok = true;
+        if (bench_flag(*argc, argv, &i, "inproc", false, &v)) {
+            inproc = true;
+            continue;
+        }
+        if (bench_flag(*argc, argv, &i, "mr", true, &v)) {
+            if ((ok = v && v[0]))
+                cluster_address = v;
+        } else if (bench_flag(*argc, argv, &i, "server", true, &v)) {
+            if ((ok = v && v[0]))
+                server_program = v;
+        } else if (bench_flag(*argc, argv, &i, "topic", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "topic", v, 1, &topic_id);
+        } else if (bench_flag(*argc, argv, &i, "logstream", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "logstream", v, 1, &log_stream_id);
+        } else if (bench_flag(*argc, argv, &i, "size", true, &v)) {
+            int32_t size = 0;
+            ok = v && bench_parse_int(argv[0], "size", v, 1, &size);
+            if (ok && size > MAX_SIZE) {
+                fprintf(stderr, "%s: -size %s: at most %d\n", argv[0], v, MAX_SIZE);
+                return false;
+            }
+            floor_size = (size_t)size; /* only read when ok */
+        } else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (!ok) {
+            if (!v)
+                fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[i]);
+            return false;
+        }
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return true;
+}
 
 int main(int argc, char **argv)
 {
-    /* Own flags first; the rest goes to the harness. */
-    char *rest[64];
-    int n = 0;
-    for (int i = 0; i < argc && n < 63; i++) {
-        if (i > 0 && strcmp(argv[i], "-server") == 0 && i + 1 < argc) {
-            server_program = argv[++i];
-        } else if (i > 0 && strcmp(argv[i], "-inproc") == 0) {
-            inproc = true;
-        } else {
-            rest[n++] = argv[i];
-        }
-    }
-    rest[n] = NULL;
+    if (!take_own_flags(&argc, argv))
+        return 2;
     signal(SIGPIPE, SIG_IGN);
-    bench_t benches[sizeof(cases) / sizeof(cases[0])];
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+    static bcase_t cases[N_SERVER_CASES + N_FLOOR_CASES];
+    static bench_t benches[N_SERVER_CASES + N_FLOOR_CASES];
+    size_t n = 0;
+    for (size_t i = 0; i < N_SERVER_CASES; i++)
+        cases[n++] = server_cases[i];
+    for (size_t i = 0; i < N_FLOOR_CASES; i++) {
+        bcase_t *c = &cases[n++];
+        *c = (bcase_t){.batch = (size_t)floor_shapes[i].batch,
+                       .size = floor_size,
+                       .depth = floor_shapes[i].depth,
+                       .floor = true};
+        snprintf(c->name, sizeof(c->name), "AppendFloor/size=%zu/batch=%d/depth=%d", c->size,
+                 floor_shapes[i].batch, c->depth);
+    }
+    for (size_t i = 0; i < n; i++)
         benches[i] =
             (bench_t){cases[i].name, bench_server_append, &cases[i], env_setup, env_teardown};
     bench_opts_t o = {.warmup_ns = 200000000, .pkg = "libvarlog/server"};
-    return bench_main(n, rest, &o, benches, sizeof(benches) / sizeof(benches[0]));
+    return bench_main(argc, argv, &o, benches, n);
 }

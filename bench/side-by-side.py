@@ -18,10 +18,15 @@ the one log stream:
       (one goroutine calling LogStreamAppender.AppendBatch with B records per call, the
       appender created WithPipelineSize(P)).
 
-Both send AppendRequests of B records with at most P in flight on one stream; the C
+  floor: bench_server_append -mr ADDR -size 128 AppendFloor/size=128/batch=B/depth=P (the
+      same requests on a bare gRPC-core call, one thread, the request encoded once, no
+      library: what gRPC core and the kernel cost any client built on them, issue 25).
+
+All three send AppendRequests of B records with at most P in flight on one stream; the C
 appender forms the batches from single-record calls (bench_append reports records/batch to
-show they were full), the Go benchmark hands over whole batches. The two run one after the
-other, in alternating order from round to round, so drift of the machine's load hits both.
+show they were full), the Go benchmark and the floor hand over whole batches. They run one
+after the other, in an order reversed from round to round, so drift of the machine's load
+hits all of them.
 
 Then, --rounds times, a topic-wide read from the topic's first entry: Go's `benchmark
 --subscribers 1` (Subscribe of --subscribe-size 1000 GLSNs at a time, the benchmark's
@@ -49,6 +54,10 @@ Then, --rounds times, a trickle (C only: Go's benchmark cannot pace its appends)
   appender with the default batch, linger and depth; its cpu_us_per_record (the process's
   user + system CPU over the records appended, start-up and metadata lookups included) and
   context switches per record (the whole process, from its rusage).
+
+--hogs N runs N busy loops (one process each, at the lowest priority a user may not lower
+further: none, they compete as other work would) for the whole run: the table beside a CPU
+load, as issue 25 asks (scripts/stress-suite.sh -H uses the same loop).
 
 Needs the real Varlog binaries (benchmark, varlogmr, varlogsn, varlogadm, varlogctl): see
 ../shared/varlog/README.md (`unpack DEST`). Only one real cluster should run on a small
@@ -224,6 +233,17 @@ def run_c(args, prog, flags, row, out):
     return next(iter(rows.values()))[0]
 
 
+def floor_round(args, cluster, b, d, out):
+    m = run_c(args, "bench_server_append",
+              c_flags(args, cluster) + ["-logstream", str(cluster.log_stream), "-size",
+                                        str(args.size), f"-benchtime={args.benchtime}"],
+              f"AppendFloor/size={args.size}/batch={b}/depth={d}", out)
+    if not m:
+        return None
+    return {"rate": m["records/s"], "cpu_us": m["cpu-us/record"],
+            "csw": m.get("ctxsw/request", float("nan"))}
+
+
 def c_flags(args, cluster):
     return ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic)]
 
@@ -236,9 +256,11 @@ def append_round(args, cluster, rnd, b, d, out):
     goargs = ["--target", f"{cluster.topic}:{cluster.log_stream}", "--appenders", "1",
               "--msg-size", str(args.size), "--batch-size", str(b), "--pipeline-size", str(d),
               "--subscribers", "0", "--duration", f"{args.go_seconds}s"]
-    order = ["c", "go"] if rnd % 2 == 0 else ["go", "c"]
+    order = ["c", "go", "floor"] if rnd % 2 == 0 else ["floor", "go", "c"]
     for who in order:
-        if who == "c":
+        if who == "floor":
+            res["floor"] = floor_round(args, cluster, b, d, out)
+        elif who == "c":
             m = run_c(args, "bench_append", cflags, row, out)
             if m:
                 res["c"] = {"rate": m["records/s"], "cpu_us": m["cpu-us/record"],
@@ -327,15 +349,25 @@ def trickle_table(trickles, args):
             f"| {fmt(m('rate'))} | {fmt(m('cpu_us'))} | {fmt(m('csw'), 2)} |")
 
 
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
 def table(appends, reads, rounds):
-    lines = ["| (batch, pipeline) | records/s C | Go | client CPU µs/record C | Go "
-             "| ctxsw/request C | Go | C records/request |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| (batch, pipeline) | records/s C | Go | floor | client CPU µs/record C | Go "
+             "| floor | C / Go | C / floor | ctxsw/request C | Go | floor | C / Go "
+             "| C records/request |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for (b, d) in CONFIGS:
         rs = appends[(b, d)]
+        cpu = {w: med(rs, w, "cpu_us") for w in ("c", "go", "floor")}
+        csw = {w: med(rs, w, "csw") for w in ("c", "go", "floor")}
         lines.append(f"| ({b},{d}) | {fmt(med(rs, 'c', 'rate'))} | {fmt(med(rs, 'go', 'rate'))} "
-                     f"| {fmt(med(rs, 'c', 'cpu_us'))} | {fmt(med(rs, 'go', 'cpu_us'))} "
-                     f"| {fmt(med(rs, 'c', 'csw'), 1)} | {fmt(med(rs, 'go', 'csw'), 1)} "
+                     f"| {fmt(med(rs, 'floor', 'rate'))} "
+                     f"| {fmt(cpu['c'])} | {fmt(cpu['go'])} | {fmt(cpu['floor'])} "
+                     f"| {fmt(ratio(cpu['c'], cpu['go']))} | {fmt(ratio(cpu['c'], cpu['floor']))} "
+                     f"| {fmt(csw['c'], 1)} | {fmt(csw['go'], 1)} | {fmt(csw['floor'], 1)} "
+                     f"| {fmt(ratio(csw['c'], csw['go']))} "
                      f"| {fmt(med(rs, 'c', 'batch'), 1)} |")
     lines += ["",
               "| topic-wide read | entries/s C | Go | client CPU µs/entry C | Go "
@@ -354,7 +386,7 @@ def per_round(appends, reads):
     for (b, d) in CONFIGS:
         for i, r in enumerate(appends[(b, d)]):
             cells = [f"({b},{d}) round {i + 1}"]
-            for who in ("c", "go"):
+            for who in ("c", "go", "floor"):
                 x = r.get(who)
                 cells.append(f"{who}: " + ("failed" if not x else
                              f"{fmt(x['rate'])}/s {fmt(x['cpu_us'])} µs {fmt(x['csw'], 1)} csw"))
@@ -394,6 +426,8 @@ def main():
                     help="the trickle's --duration (5)")
     ap.add_argument("--cli", help="varlog-cli for the trickle (default BENCH_DIR/../cli/"
                     "varlog-cli)")
+    ap.add_argument("--hogs", type=int, default=0,
+                    help="busy loops beside the run, one process each (default 0)")
     ap.add_argument("--c-timeout", type=int, default=600, help="seconds per C run (600)")
     ap.add_argument("--out", help="directory for every run's output (default: a new one in /tmp)")
     args = ap.parse_args()
@@ -403,10 +437,10 @@ def main():
             args.varlog_bin = subprocess.run(
                 [os.path.join(ROOT, "scripts", "varlog-cluster.sh"), "bin"],
                 stdout=subprocess.PIPE, text=True).stdout.strip()
-    for prog in ("bench_append", "bench_subscribe"):
+    for prog in ("bench_append", "bench_subscribe", "bench_server_append"):
         if not os.access(os.path.join(args.bench_dir, prog), os.X_OK):
             sys.exit(f"side-by-side: no {prog} in {args.bench_dir} (cmake --build ... --target "
-                     "bench_append bench_subscribe; --bench-dir DIR)")
+                     "bench_append bench_subscribe bench_server_append; --bench-dir DIR)")
     if not os.access(os.path.join(args.varlog_bin, "benchmark"), os.X_OK):
         sys.exit(f"side-by-side: no Varlog benchmark in {args.varlog_bin}: unpack the real "
                  "binaries (../shared/varlog/README.md) and give --varlog-bin DIR")
@@ -424,8 +458,10 @@ def main():
 
     for s in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, interrupted)
-    cluster = Cluster(args)
+    hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(args.hogs)]
+    cluster = None
     try:
+        cluster = Cluster(args)
         load0 = os.getloadavg()
         log(f"side-by-side: cluster at {','.join(cluster.mrs)}, topic {cluster.topic}, log "
             f"stream {cluster.log_stream}; output in {outdir}; load {load0[0]:.2f}")
@@ -447,14 +483,18 @@ def main():
             raw.flush()
         load1 = os.getloadavg()
     finally:
-        cluster.stop()
+        for h in hogs:
+            h.kill()
+            h.wait()
+        if cluster:
+            cluster.stop()
     rounds = per_round(appends, reads)
     for i, x in enumerate(trickles):
         rounds += f"\ntrickle round {i + 1}  c: " + ("failed" if not x else
                    f"{fmt(x['rate'])}/s {fmt(x['cpu_us'])} µs {fmt(x.get('csw'), 2)} csw/record")
     t = table(appends, reads, args.rounds) + trickle_table(trickles, args)
     note = (f"\nLoad average {load0[0]:.2f} at the start, {load1[0]:.2f} at the end "
-            f"({os.cpu_count()} CPUs).")
+            f"({os.cpu_count()} CPUs, {args.hogs} busy loops beside the run).")
     raw.write("\n" + rounds + "\n\n" + t + note + "\n")
     raw.close()
     print(rounds + "\n\n" + t + note)
