@@ -97,7 +97,6 @@ void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
     b->errtext[0] = '\0';
     blist_push(&app->free_slots, b);
     app_wake_producers_locked(app);
-    pthread_cond_broadcast(&app->settled);
 }
 
 void app_wake_producers_locked(varlog_appender_t *app)
@@ -552,19 +551,33 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
 
 /* ---- flush and close ----------------------------------------------------------------------- */
 
-/* Calls in batches opened up to seq that have not settled. Called with mu held. */
-static size_t unsettled_calls_locked(const varlog_appender_t *app, uint64_t seq)
+/* Calls (or, with batches, batches) opened up to seq that have not settled. Called with mu
+ * held. */
+static size_t unsettled_locked(const varlog_appender_t *app, uint64_t seq, bool batches)
 {
     size_t n = 0;
     for (size_t i = 0; i < app->n_slots; i++) {
         const app_batch_t *b = app->slots[i];
         if (b->state != SLOT_FREE && !b->settle_pending && b->seq <= seq)
-            n += b->n_calls;
+            n += batches ? 1 : b->n_calls;
     }
     return n;
 }
 
-/* Waits until every call queued so far settled, or the timeout. Called with mu held. */
+bool app_flush_settled_locked(varlog_appender_t *app, uint64_t seq)
+{
+    bool done = false;
+    for (app_flush_waiter_t *w = app->flush_waiters; w; w = w->next) {
+        if (seq <= w->seq && w->batches > 0 && --w->batches == 0)
+            done = true;
+    }
+    return done;
+}
+
+/* Waits until every call queued so far settled, or the timeout. Called with mu held. The
+ * batches are counted once here, then counted down by the thread as they settle (calls
+ * added later to the open batch settle with it); the thread wakes this waiter when none is
+ * left, or when it is done. */
 static varlog_err_t flush_locked(varlog_appender_t *app, int64_t timeout_ms, size_t *left)
 {
     uint64_t seq = app->next_seq - 1;
@@ -574,15 +587,22 @@ static varlog_err_t flush_locked(varlog_appender_t *app, int64_t timeout_ms, siz
     if (seq > app->flush_upto)
         app->flush_upto = seq;
     app_wake_thread_locked(app);
-    size_t n;
-    while ((n = unsettled_calls_locked(app, seq)) > 0 && !app->thread_done) {
-        if (timeout_ms == 0)
-            break;
-        if (timeout_ms < 0)
-            pthread_cond_wait(&app->settled, &app->mu);
-        else if (pthread_cond_timedwait(&app->settled, &app->mu, &until) != 0)
-            timeout_ms = 0;
+    app_flush_waiter_t w = {.seq = seq, .batches = unsettled_locked(app, seq, true)};
+    if (w.batches > 0 && timeout_ms != 0 && !app->thread_done) {
+        w.next = app->flush_waiters;
+        app->flush_waiters = &w;
+        while (w.batches > 0 && !app->thread_done) {
+            if (timeout_ms < 0)
+                pthread_cond_wait(&app->settled, &app->mu);
+            else if (pthread_cond_timedwait(&app->settled, &app->mu, &until) != 0)
+                break;
+        }
+        app_flush_waiter_t **pp = &app->flush_waiters;
+        while (*pp != &w)
+            pp = &(*pp)->next;
+        *pp = w.next;
     }
+    size_t n = w.batches > 0 ? unsettled_locked(app, seq, false) : 0;
     if (left)
         *left = n;
     return n ? VARLOG_ERR_TIMED_OUT : VARLOG_OK;

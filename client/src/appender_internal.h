@@ -155,6 +155,7 @@ struct varlog_appender {
     bool intake_wakes;
     size_t space_waiters; /* producers waiting on space */
     uint64_t flush_upto;  /* batches opened up to this seq go out without lingering */
+    struct app_flush_waiter *flush_waiters; /* (mu) flushes and closes waiting, newest first */
     app_batch_t *open;
     batch_list_t ready;
     batch_list_t free_slots;
@@ -193,7 +194,19 @@ app_batch_t *blist_pop(batch_list_t *l);
 /* Inserts every batch of src into dst by increasing seq (both lists sorted). */
 void blist_merge(batch_list_t *dst, batch_list_t *src);
 
+/* A flush (or close) waiting for the batches opened up to seq: the thread counts them down
+ * as they settle and wakes the waiters once one reaches 0, so that a flush waiting for
+ * thousands of batches wakes once, not once per settled batch with a scan of every slot. */
+typedef struct app_flush_waiter {
+    uint64_t seq;
+    size_t batches; /* of them, not settled yet */
+    struct app_flush_waiter *next;
+} app_flush_waiter_t;
+
 /* ---- appender.c ---- */
+/* A batch opened as seq settled (its callbacks ran): counts it off every flush waiting for
+ * it; true when one of them has nothing left to wait for. Called with mu held. */
+bool app_flush_settled_locked(varlog_appender_t *app, uint64_t seq);
 /* Wakes producers waiting for room once a good share of the queue is free (or nothing is
  * pending), not for every settled batch: a producer then queues many calls per wake-up
  * instead of one. Called with mu held. */

@@ -136,7 +136,10 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     }
     pthread_mutex_lock(&app->mu);
     app_batch_t *b;
+    bool flushed = false;
     while ((b = blist_pop(settled))) {
+        if (app->flush_waiters && app_flush_settled_locked(app, b->seq))
+            flushed = true;
         app->pending_calls -= b->n_calls;
         app->pending_records -= b->n_records;
         app->pending_bytes -= b->bytes;
@@ -150,7 +153,8 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     app->stats.calls_failed += failed_calls;
     app->stats.records_appended += records;
     app_wake_producers_locked(app);
-    pthread_cond_broadcast(&app->settled);
+    if (flushed)
+        pthread_cond_broadcast(&app->settled);
     pthread_mutex_unlock(&app->mu);
 }
 

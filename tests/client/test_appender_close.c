@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -99,6 +100,41 @@ static void test_flush_timeout_stalled_server(void **state)
     /* The calls were not abandoned: they complete. */
     flush_ok(app);
     assert_settled(calls, 3, VARLOG_OK);
+    fx_stop(&x);
+}
+
+/* Voluntary context switches of the calling thread so far. */
+static long thread_sleeps(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_nvcsw;
+}
+
+/* A flush waiting for many batches that settle one by one (one record each, one in flight, a
+ * server answering each 1 ms after it read it) sleeps until the last has settled: it is not
+ * woken for each (it was, with a scan of every slot each time: one wake-up per request for a
+ * producer that queues and then flushes, as bench_append's rows do). Its thread may sleep a
+ * few times more on the appender's mutex, not once per batch. */
+static void test_flush_wakes_once_for_many_batches(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.batch.max.records", "1", "appender.pipeline.depth", "1",
+             "appender.linger.ms", "0", NULL);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 1), VARLOG_OK);
+    static call_t calls[N];
+    calls_init(calls, N);
+    append_each(x.app, calls, N);
+    long sleeps0 = thread_sleeps();
+    flush_ok(x.app);
+    long sleeps = thread_sleeps() - sleeps0;
+    assert_settled(calls, N, VARLOG_OK);
+    print_message("flush of %d batches settling one by one: the flushing thread slept %ld times\n",
+                  N, sleeps);
+    if (sleeps > N / 10)
+        fail_msg("the flushing thread slept %ld times for %d batches", sleeps, N);
     fx_stop(&x);
 }
 
@@ -356,6 +392,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flush_ignores_linger),
         cmocka_unit_test(test_flush_timeout_stalled_server),
+        cmocka_unit_test(test_flush_wakes_once_for_many_batches),
         cmocka_unit_test(test_close_stops_intake),
         cmocka_unit_test(test_close_fails_leftovers),
         cmocka_unit_test(test_close_stalled_server_bounded),

@@ -165,7 +165,9 @@ VARLOG_API varlog_err_t varlog_appender_append(varlog_appender_t *app,
  * Sends what is queued without waiting for appender.linger.ms and waits until the callback of
  * every call queued before flush began has returned. still_pending (optional) receives the
  * number of append calls whose callback has not returned yet (0 on OK).
- * Blocks: up to timeout_ms (-1 = until done, 0 = only starts the sending and reports).
+ * Blocks: up to timeout_ms (-1 = until done, 0 = only starts the sending and reports). The
+ * caller sleeps until the last of those calls has settled (or the timeout): it is woken once,
+ * not for every batch that settles meanwhile.
  * Errors: INVALID_ARG (NULL, timeout_ms below -1), TIMED_OUT (calls still pending at the timeout;
  * they go on), STATE (called from one of this appender's callbacks, which would wait for itself).
  */
