@@ -8,7 +8,7 @@
  *       no library around them; the least any client built on gRPC core can spend.
  *
  *   bench_server_append [-server PATH | -inproc | -mr HOST:PORT[,...]] [-topic ID]
- *                       [-logstream ID] [-size BYTES] [-benchtime=D|Nx] [-count=N]
+ *                       [-logstream ID] [-size BYTES] [-rate R] [-benchtime=D|Nx] [-count=N]
  *                       [-bench=REGEX] [FILTER]   (see harness.h)
  *
  * By default each benchmark (and each -count repetition) starts a fresh varlog-server as a
@@ -20,7 +20,9 @@
  * stream goes to the primary storage node of -topic's (default 1) log stream -logstream
  * (default 1), found through the library's metadata (outside the clock); records appended
  * there stay there. -size: the AppendFloor rows' record size (1 to 4096; default 100;
- * bench/side-by-side.py uses 128).
+ * bench/side-by-side.py uses 128). -rate R: the AppendFloor rows send R requests per second
+ * (named .../rate=R), the thread waiting in its completion queue between them, as a client
+ * paced by its producers would: the floor under a trickle (side-by-side.py's trickle row).
  *
  * The client is a bare gRPC-core call, not the library's client: the request is encoded
  * once (fields 1 and 2, then BATCH payloads) and every send shares that slice, in a byte
@@ -84,6 +86,7 @@ static bool inproc;
 static const char *cluster_address; /* -mr */
 static int32_t topic_id = 1, log_stream_id = 1;
 static size_t floor_size = 100;
+static int32_t floor_rate; /* -rate: AppendFloor requests per second, 0 = as fast as it can */
 
 enum { T_START = 1, T_STATUS, T_SEND, T_RECV };
 
@@ -350,15 +353,32 @@ static bool stream_open(env_t *e)
 static bool run_requests(env_t *e, bench_b_t *b, long n)
 {
     long sent = 0, answered = 0;
+    /* Paced (-rate): request i is due at t0 + i / rate; until then the thread waits in its
+     * queue, as a client whose requests come at that rate would. */
+    double per_ns = e->c->floor && floor_rate > 0 ? 1e9 / floor_rate : 0;
+    int64_t t0 = bench_now_ns(), waited_ns = 0;
     while (answered < n) {
+        int64_t due_in = 0;
         if (!e->send_busy && sent < n && sent - answered < e->c->depth) {
-            if (!send_one(e)) {
-                b_failf(b, "send refused");
-                return false;
+            due_in = per_ns > 0 ? t0 + (int64_t)(per_ns * (double)sent) - bench_now_ns() : 0;
+            if (due_in <= 0) {
+                if (!send_one(e)) {
+                    b_failf(b, "send refused");
+                    return false;
+                }
+                sent++;
+                due_in = 0;
             }
-            sent++;
         }
-        grpc_event ev = grpc_completion_queue_next(e->cq, wire_deadline(WAIT_MS), NULL);
+        gpr_timespec deadline = due_in > 0 ? gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                                          gpr_time_from_nanos(due_in, GPR_TIMESPAN))
+                                           : wire_deadline(WAIT_MS);
+        grpc_event ev = grpc_completion_queue_next(e->cq, deadline, NULL);
+        if (ev.type == GRPC_QUEUE_TIMEOUT && due_in > 0 && waited_ns < WAIT_MS * 1000000LL) {
+            waited_ns += due_in;
+            continue;
+        }
+        waited_ns = 0;
         if (ev.type != GRPC_OP_COMPLETE) {
             b_failf(b, "no completion within %d ms (%ld of %ld answered)", WAIT_MS, answered, n);
             return false;
@@ -546,7 +566,9 @@ static void bench_server_append(bench_b_t *b)
 }
 
 /* ServerAppend rows, then AppendFloor rows in the shapes of bench/side-by-side.py's
- * (batch, pipeline) pairs at -size bytes. */
+ * (batch, pipeline) pairs at -size bytes, and (10,2): its trickle's (2,000 records/s with
+ * the appender's 5 ms linger and depth 2 make requests of about 10 records; with -rate 200,
+ * the same requests at the same pace). */
 static const bcase_t server_cases[] = {
     {"ServerAppend/batch=1/size=100/depth=8", 1, 100, 8, false},
     {"ServerAppend/batch=100/size=100/depth=8", 100, 100, 8, false},
@@ -555,7 +577,7 @@ static const bcase_t server_cases[] = {
 };
 static const struct {
     int batch, depth;
-} floor_shapes[] = {{1, 1}, {100, 1}, {100, 8}, {1000, 8}};
+} floor_shapes[] = {{1, 1}, {100, 1}, {100, 8}, {1000, 8}, {10, 2}};
 #define N_SERVER_CASES (sizeof(server_cases) / sizeof(server_cases[0]))
 #define N_FLOOR_CASES (sizeof(floor_shapes) / sizeof(floor_shapes[0]))
 
@@ -581,6 +603,8 @@ static bool take_own_flags(int *argc, char **argv)
             ok = v && bench_parse_int(argv[0], "topic", v, 1, &topic_id);
         } else if (bench_flag(*argc, argv, &i, "logstream", true, &v)) {
             ok = v && bench_parse_int(argv[0], "logstream", v, 1, &log_stream_id);
+        } else if (bench_flag(*argc, argv, &i, "rate", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "rate", v, 1, &floor_rate);
         } else if (bench_flag(*argc, argv, &i, "size", true, &v)) {
             int32_t size = 0;
             ok = v && bench_parse_int(argv[0], "size", v, 1, &size);
@@ -620,8 +644,10 @@ int main(int argc, char **argv)
                        .size = floor_size,
                        .depth = floor_shapes[i].depth,
                        .floor = true};
-        snprintf(c->name, sizeof(c->name), "AppendFloor/size=%zu/batch=%d/depth=%d", c->size,
-                 floor_shapes[i].batch, c->depth);
+        int len = snprintf(c->name, sizeof(c->name), "AppendFloor/size=%zu/batch=%d/depth=%d",
+                           c->size, floor_shapes[i].batch, c->depth);
+        if (floor_rate > 0 && len > 0 && (size_t)len < sizeof(c->name))
+            snprintf(c->name + len, sizeof(c->name) - (size_t)len, "/rate=%d", floor_rate);
     }
     for (size_t i = 0; i < n; i++)
         benches[i] =

@@ -53,7 +53,10 @@ Then, --rounds times, a trickle (C only: Go's benchmark cannot pace its appends)
   appending one record per call at R records/s (paced in 1 ms steps) through a topic-wide
   appender with the default batch, linger and depth; its cpu_us_per_record (the process's
   user + system CPU over the records appended, start-up and metadata lookups included) and
-  context switches per record (the whole process, from its rusage).
+  context switches per record (the whole process, from its rusage). Beside it, its floor:
+  bench_server_append -rate R/10 AppendFloor/size=128/batch=10/depth=2/rate=R/10, requests
+  of 10 records (what 5 ms of linger gathers at 2,000 records/s) at the same record rate on
+  a bare call, the thread waiting in its queue between them.
 
 --hogs N runs N busy loops (one process each, at the lowest priority a user may not lower
 further: none, they compete as other work would) for the whole run: the table beside a CPU
@@ -78,6 +81,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import medians  # noqa: E402  (bench/medians.py: the Go benchmark line parser)
 
 CONFIGS = [(1, 1), (100, 1), (100, 8), (1000, 8)]
+# The trickle's requests: its default linger (5 ms) and depth (2) at 2,000 records/s.
+TRICKLE_BATCH = 10
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -317,6 +322,16 @@ def trickle_with_csw(args, cluster, out):
     if r and r["n"]:
         csw = (r1.ru_nvcsw - r0.ru_nvcsw) + (r1.ru_nivcsw - r0.ru_nivcsw)
         r["csw"] = csw / r["n"]
+    # Its floor: requests of TRICKLE_BATCH records at the same record rate on a bare call.
+    rate = max(1, round(args.trickle_rate / TRICKLE_BATCH))
+    m = run_c(args, "bench_server_append",
+              c_flags(args, cluster) + ["-logstream", str(cluster.log_stream), "-size",
+                                        str(args.size), "-rate", str(rate),
+                                        f"-benchtime={args.trickle_seconds}s"],
+              f"AppendFloor/size={args.size}/batch={TRICKLE_BATCH}/depth=2/rate={rate}", out)
+    if r is not None and m:
+        r["floor_cpu_us"] = m["cpu-us/record"]
+        r["floor_csw"] = m["ctxsw/request"] / TRICKLE_BATCH
     return r
 
 
@@ -342,11 +357,15 @@ def trickle_table(trickles, args):
         return ""
 
     def m(k):
-        return statistics.median([t[k] for t in rs if k in t]) if rs else None
-    return ("\n\n| trickle (C only) | records/s | client CPU µs/record | ctxsw/record |\n"
-            "|---|---|---|---|\n"
+        vals = [t[k] for t in rs if k in t]
+        return statistics.median(vals) if vals else None
+    return ("\n\n| trickle (C only) | records/s | client CPU µs/record | floor | C / floor "
+            "| ctxsw/record | floor |\n"
+            "|---|---|---|---|---|---|---|\n"
             f"| {args.trickle_rate}/s of {args.size} B, 1 producer, default linger "
-            f"| {fmt(m('rate'))} | {fmt(m('cpu_us'))} | {fmt(m('csw'), 2)} |")
+            f"| {fmt(m('rate'))} | {fmt(m('cpu_us'))} | {fmt(m('floor_cpu_us'))} "
+            f"| {fmt(ratio(m('cpu_us'), m('floor_cpu_us')))} | {fmt(m('csw'), 2)} "
+            f"| {fmt(m('floor_csw'), 2)} |")
 
 
 def ratio(a, b):
@@ -491,7 +510,9 @@ def main():
     rounds = per_round(appends, reads)
     for i, x in enumerate(trickles):
         rounds += f"\ntrickle round {i + 1}  c: " + ("failed" if not x else
-                   f"{fmt(x['rate'])}/s {fmt(x['cpu_us'])} µs {fmt(x.get('csw'), 2)} csw/record")
+                   f"{fmt(x['rate'])}/s {fmt(x['cpu_us'])} µs {fmt(x.get('csw'), 2)} csw/record"
+                   f"  floor: {fmt(x.get('floor_cpu_us'))} µs {fmt(x.get('floor_csw'), 2)} "
+                   "csw/record")
     t = table(appends, reads, args.rounds) + trickle_table(trickles, args)
     note = (f"\nLoad average {load0[0]:.2f} at the start, {load1[0]:.2f} at the end "
             f"({os.cpu_count()} CPUs, {args.hogs} busy loops beside the run).")
