@@ -262,10 +262,12 @@ static void bench_merge(bench_b_t *b)
     b_report_metric(b, (double)(thread_cpu_ns() - cpu0) / (double)b->n, "cpu-ns/op");
 }
 
+/* n / div, 0 for div 0 (clang warns of a division by a constant 0 even where not taken). */
+#define SHARE_OF(n, div) ((div) ? (n) / ((div) ? (div) : 1) : 0)
 #define PUSH_ROWS(name, mode, div)                                                                 \
-    static const push_arg_t name##_128 = {128, (div) ? 128 / (div) : 0, mode},                     \
-                            name##_1024 = {1024, (div) ? 1024 / (div) : 0, mode},                  \
-                            name##_8192 = {8192, (div) ? 8192 / (div) : 0, mode}
+    static const push_arg_t name##_128 = {128, SHARE_OF(128, div), mode},                          \
+                            name##_1024 = {1024, SHARE_OF(1024, div), mode},                       \
+                            name##_8192 = {8192, SHARE_OF(8192, div), mode}
 
 PUSH_ROWS(noalloc, PLAIN, 0);
 PUSH_ROWS(prealloc, PLAIN, 2);

@@ -44,9 +44,12 @@ typedef struct bi_row {
         (void)e;                                                                                   \
         return (expr);                                                                             \
     }
+/* A row's text: a string, or OK (no text expected) as NULL; clang refuses an enum constant
+ * 0 as a null pointer. */
+#define BI_TEXT(t) _Generic((t), char * : (t), const char * : (t), default : (const char *)NULL)
 /* clang-format off */
-#define R(fn, input, want, text, call) {#fn, input, want, 0, text, call}
-#define R2(fn, input, want, alt, text, call) {#fn, input, want, alt, text, call}
+#define R(fn, input, want, text, call) {#fn, input, want, 0, BI_TEXT(text), call}
+#define R2(fn, input, want, alt, text, call) {#fn, input, want, alt, BI_TEXT(text), call}
 /* clang-format on */
 #define OK VARLOG_OK
 #define INVAL VARLOG_ERR_INVALID_ARG

@@ -209,8 +209,8 @@ static void test_prometheus_scrapes_cli(void **state)
     const char *full[] = {
         "sum(messaging_client_sent_messages_total" JOB ")",
         "sum(messaging_client_operation_duration_seconds_count" SEND_JOB ")",
-        "sum(messaging_client_operation_duration_seconds_bucket{job=\"varlog-cli\","
-        "messaging_operation_name=\"send\",le=\"+Inf\"})",
+        ("sum(messaging_client_operation_duration_seconds_bucket{job=\"varlog-cli\","
+         "messaging_operation_name=\"send\",le=\"+Inf\"})"),
         "sum(varlog_client_append_records_total{job=\"varlog-cli\",varlog_outcome=\"appended\"})",
     };
     await_values(f, full, sizeof full / sizeof full[0], RECORDS, 20000);
