@@ -586,42 +586,26 @@ static size_t make_pipe_cases(pcase_t *out)
  * bad value. */
 static bool take_own_flags(int *argc, char **argv)
 {
+    int32_t size = 0;
+    const bench_target_flags_t target = {.inproc = &appender_inproc,
+                                         .cluster_address = &cluster_address,
+                                         .server_program = &server_program,
+                                         .topic_id = &topic_id,
+                                         .log_stream = &appender_log_stream,
+                                         .size = &size,
+                                         .logstream_min = 0,
+                                         .size_max = MAX_SIZE};
     int out = 1;
     for (int i = 1; i < *argc; i++) {
-        const char *v = NULL;
         bool ok = true;
-        if (bench_flag(*argc, argv, &i, "inproc", false, &v)) {
-            appender_inproc = true;
-            continue;
-        }
-        if (bench_flag(*argc, argv, &i, "mr", true, &v)) {
-            if ((ok = v && v[0]))
-                cluster_address = v;
-        } else if (bench_flag(*argc, argv, &i, "server", true, &v)) {
-            if ((ok = v && v[0]))
-                server_program = v;
-        } else if (bench_flag(*argc, argv, &i, "topic", true, &v)) {
-            ok = v && bench_parse_int(argv[0], "topic", v, 1, &topic_id);
-        } else if (bench_flag(*argc, argv, &i, "logstream", true, &v)) {
-            ok = v && bench_parse_int(argv[0], "logstream", v, 0, &appender_log_stream);
-        } else if (bench_flag(*argc, argv, &i, "size", true, &v)) {
-            int32_t size = 0;
-            ok = v && bench_parse_int(argv[0], "size", v, 1, &size);
-            if (ok && size > MAX_SIZE) {
-                fprintf(stderr, "%s: -size %s: at most %d\n", argv[0], v, MAX_SIZE);
-                return false;
-            }
-            pipe_sizes[0] = (size_t)size; /* only read when ok */
-            n_pipe_sizes = 1;
-        } else {
+        if (!bench_target_flag(*argc, argv, &i, &target, &ok))
             argv[out++] = argv[i];
-            continue;
-        }
-        if (!ok) {
-            if (!v)
-                fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[i]);
+        else if (!ok)
             return false;
-        }
+    }
+    if (size > 0) {
+        pipe_sizes[0] = (size_t)size;
+        n_pipe_sizes = 1;
     }
     argv[out] = NULL;
     *argc = out;

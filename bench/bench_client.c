@@ -3,6 +3,8 @@
 
 #include <stdio.h>
 
+#include "harness.h"
+
 int bench_client_open(const char *address, const char *const *extra, varlog_client_t **out)
 {
     varlog_conf_t *conf = varlog_conf_new();
@@ -35,4 +37,41 @@ int bench_client_open(const char *address, const char *const *extra, varlog_clie
         return -1;
     }
     return 0;
+}
+
+bool bench_target_flag(int argc, char **argv, int *i, const bench_target_flags_t *f, bool *ok)
+{
+    const char *v = NULL;
+    const char *flag = argv[*i];
+    *ok = true;
+    if (bench_flag(argc, argv, i, "inproc", false, &v)) {
+        *f->inproc = true;
+        return true;
+    }
+    if (bench_flag(argc, argv, i, "mr", true, &v)) {
+        if ((*ok = v && v[0]))
+            *f->cluster_address = v;
+    } else if (bench_flag(argc, argv, i, "server", true, &v)) {
+        if ((*ok = v && v[0]))
+            *f->server_program = v;
+    } else if (bench_flag(argc, argv, i, "topic", true, &v)) {
+        *ok = v && bench_parse_int(argv[0], "topic", v, 1, f->topic_id);
+    } else if (bench_flag(argc, argv, i, "logstream", true, &v)) {
+        *ok = v && bench_parse_int(argv[0], "logstream", v, f->logstream_min, f->log_stream);
+    } else if (f->size && bench_flag(argc, argv, i, "size", true, &v)) {
+        int32_t size = 0;
+        *ok = v && bench_parse_int(argv[0], "size", v, 1, &size);
+        if (*ok && size > f->size_max) {
+            fprintf(stderr, "%s: -size %s: at most %d\n", argv[0], v, f->size_max);
+            *ok = false;
+            return true;
+        }
+        if (*ok)
+            *f->size = size;
+    } else {
+        return false;
+    }
+    if (!*ok && !v)
+        fprintf(stderr, "%s: %s needs a value\n", argv[0], flag);
+    return true;
 }

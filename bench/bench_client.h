@@ -1,12 +1,31 @@
 #ifndef VARLOG_BENCH_CLIENT_H
 #define VARLOG_BENCH_CLIENT_H
 
-/* What bench_append and bench_subscribe share: their client. */
+/* What the network benchmarks (bench_append, bench_subscribe, bench_server_append) share:
+ * their client and the flags that say what to run against. */
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "varlog/varlog.h"
 
 /* A client of the metadata repository at address with the benchmarks' base properties (no
  * periodic refresh, log level err), then the name, value pairs of extra (NULL-terminated;
  * NULL for none). 0 with *out open, or -1 after a message on stderr. */
 int bench_client_open(const char *address, const char *const *extra, varlog_client_t **out);
+
+/* Where a benchmark's flags go: -inproc, -mr HOST:PORT[,...], -server PATH, -topic ID,
+ * -logstream ID (at least logstream_min) and, where size is not NULL, -size BYTES (1 to
+ * size_max). The program's own defaults stay where a flag is not given. */
+typedef struct bench_target_flags {
+    bool *inproc;
+    const char **cluster_address, **server_program;
+    int32_t *topic_id, *log_stream, *size;
+    long logstream_min;
+    int32_t size_max;
+} bench_target_flags_t;
+
+/* Whether argv[*i] is one of those flags (then *i has moved past its value). *ok is false,
+ * after a message on stderr, when its value is missing or bad. */
+bool bench_target_flag(int argc, char **argv, int *i, const bench_target_flags_t *f, bool *ok);
 
 #endif

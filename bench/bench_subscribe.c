@@ -141,30 +141,27 @@ static bool add_chan_arg(const char *prog, const char *v)
 
 static bool take_own_flags(int *argc, char **argv)
 {
+    const bench_target_flags_t target = {.inproc = &inproc,
+                                         .cluster_address = &cluster_address,
+                                         .server_program = &server_program,
+                                         .topic_id = &topic_id,
+                                         .log_stream = &mr_log_stream,
+                                         .logstream_min = 0};
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         const char *v = NULL;
         bool ok = true;
         int32_t t = 0;
-        if (bench_flag(*argc, argv, &i, "inproc", false, &v)) {
-            inproc = true;
+        if (bench_target_flag(*argc, argv, &i, &target, &ok)) {
+            if (!ok)
+                return false;
             continue;
         }
         if (bench_flag(*argc, argv, &i, "nofill", false, &v)) {
             no_fill = true;
             continue;
         }
-        if (bench_flag(*argc, argv, &i, "mr", true, &v)) {
-            if ((ok = v && v[0]))
-                cluster_address = v;
-        } else if (bench_flag(*argc, argv, &i, "server", true, &v)) {
-            if ((ok = v && v[0]))
-                server_program = v;
-        } else if (bench_flag(*argc, argv, &i, "topic", true, &v)) {
-            ok = v && bench_parse_int(argv[0], "topic", v, 1, &topic_id);
-        } else if (bench_flag(*argc, argv, &i, "logstream", true, &v)) {
-            ok = v && bench_parse_int(argv[0], "logstream", v, 0, &mr_log_stream);
-        } else if (bench_flag(*argc, argv, &i, "fillbatch", true, &v)) {
+        if (bench_flag(*argc, argv, &i, "fillbatch", true, &v)) {
             ok = v && bench_parse_int(argv[0], "fillbatch", v, 1, &t);
             fill_batch = t;
         } else if (bench_flag(*argc, argv, &i, "conf", true, &v)) {
