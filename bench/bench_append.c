@@ -438,17 +438,6 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
-/* CPU time (user + system, µs) and context switches (voluntary + involuntary) of the whole
- * process, every thread. */
-static void rusage_now(int64_t *cpu_us, int64_t *csw)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    *cpu_us = ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
-              ru.ru_stime.tv_usec;
-    *csw = (int64_t)ru.ru_nvcsw + ru.ru_nivcsw;
-}
-
 /* The measured state is the steady one. An appender keeps the batch slots a burst made it
  * add (each reserves appender.batch.max.bytes of address space: a malloc, an mmap at the
  * default 1 MiB, and page faults) until it closes, so a long-running producer pays for them
@@ -467,8 +456,9 @@ static bool pipe_prime(bench_b_t *b, const pcase_t *c, penv_t *e)
         append_fail(b, "varlog_appender_append (priming)", p.rc, p.text);
         return false;
     }
-    if (varlog_appender_flush(e->app, FLUSH_TIMEOUT_MS, NULL) != VARLOG_OK) {
-        append_fail(b, "varlog_appender_flush (priming)", VARLOG_ERR_TIMED_OUT, NULL);
+    varlog_err_t rc = varlog_appender_flush(e->app, FLUSH_TIMEOUT_MS, NULL);
+    if (rc != VARLOG_OK) {
+        append_fail(b, "varlog_appender_flush (priming)", rc, varlog_last_error());
         return false;
     }
     return true;
@@ -487,7 +477,7 @@ static void pipe_round(bench_b_t *b)
     uint64_t done0 = atomic_load(&e->records_done);
     int64_t srv0 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
     int64_t cpu0, csw0, cpu1, csw1;
-    rusage_now(&cpu0, &csw0);
+    bench_rusage(&cpu0, &csw0);
     b_reset_timer(b);
     uint64_t all0 = alloc_count_all_allocs();
 
@@ -514,7 +504,7 @@ static void pipe_round(bench_b_t *b)
 
     uint64_t all1 = alloc_count_all_allocs();
     b_stop_timer(b);
-    rusage_now(&cpu1, &csw1);
+    bench_rusage(&cpu1, &csw1);
     int64_t srv1 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
     varlog_appender_stats(e->app, &s1);
 

@@ -41,22 +41,19 @@
  * request). MB/s counts payload bytes. B/op and allocs/op count this program's own
  * allocations (alloc_count.h): with the child server or -mr that is the benchmark client
  * alone. */
-#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 
 #include "bench_client.h"
+#include "child_server.h"
 #include "harness.h"
 #include "metadata.h"
 #include "varlog/server.h"
@@ -69,7 +66,7 @@
 #define APPEND_PATH "/varlog.snpb.LogIO/Append"
 #define WAIT_MS 30000
 /* Enough for the longest rounds at a few million records/s; the stored log is never read. */
-#define SERVER_MAX_BYTES "68719476736"
+#define SERVER_MAX_BYTES (64ULL << 30)
 
 #define MAX_SIZE 4096
 
@@ -92,7 +89,7 @@ enum { T_START = 1, T_STATUS, T_SEND, T_RECV };
 
 typedef struct env {
     const bcase_t *c;
-    pid_t pid;            /* the child server; 0 in process */
+    pid_t pid;            /* the child server; -1 without one */
     varlog_server_t *srv; /* the embedded server with -inproc */
     char addr[64];
     grpc_channel *ch;
@@ -110,86 +107,6 @@ typedef struct env {
     bool exact;
     uint64_t next_glsn, next_llsn;
 } env_t;
-
-/* ---- the child server ------------------------------------------------------------------- */
-
-static int child_start(env_t *e)
-{
-    int fds[2];
-    if (pipe(fds) != 0)
-        return -1;
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        close(fds[0]);
-        close(fds[1]);
-        execl(server_program, server_program, "--listen", "127.0.0.1:0", "--topics", "1",
-              "--log-streams", "1", "--max-bytes", SERVER_MAX_BYTES, (char *)NULL);
-        fprintf(stderr, "exec %s: %s\n", server_program, strerror(errno));
-        _exit(127);
-    }
-    close(fds[1]);
-    e->pid = pid;
-    /* The server prints its address once it serves. */
-    size_t n = 0;
-    while (n + 1 < sizeof(e->addr)) {
-        ssize_t r = read(fds[0], e->addr + n, 1);
-        if (r <= 0 || e->addr[n] == '\n')
-            break;
-        n++;
-    }
-    e->addr[n] = '\0';
-    close(fds[0]);
-    if (n == 0) {
-        fprintf(stderr, "%s printed no address\n", server_program);
-        return -1;
-    }
-    return 0;
-}
-
-static void child_stop(env_t *e)
-{
-    if (e->pid <= 0)
-        return;
-    kill(e->pid, SIGTERM);
-    waitpid(e->pid, NULL, 0);
-    e->pid = 0;
-}
-
-/* utime + stime of every thread of pid, in nanoseconds; -1 when unreadable. */
-static int64_t proc_cpu_ns(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return -1;
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The command name may hold spaces and parentheses: fields count from the last ')'. */
-    char *p = strrchr(buf, ')');
-    if (!p)
-        return -1;
-    unsigned long long utime = 0, stime = 0;
-    if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
-        return -1;
-    long hz = sysconf(_SC_CLK_TCK);
-    return (int64_t)((utime + stime) * (1000000000ULL / (unsigned long long)hz));
-}
-
-static int64_t self_cpu_ns(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
-           ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
-}
 
 /* ---- the request and the response ------------------------------------------------------- */
 
@@ -466,7 +383,7 @@ static void env_teardown(void *ctx)
     env_t *e = ctx;
     stream_close(e);
     grpc_slice_unref(e->request);
-    child_stop(e);
+    child_server_stop(e->pid);
     varlog_server_destroy(e->srv);
     wire_grpc_unref();
     free(e);
@@ -503,6 +420,7 @@ static void *env_setup(const void *arg)
     if (!e)
         return NULL;
     e->c = arg;
+    e->pid = -1;
     wire_grpc_ref();
     e->request = encode_request(e->c);
     if (cluster_address) {
@@ -514,14 +432,15 @@ static void *env_setup(const void *arg)
         varlog_server_opts_t o = {.listen_address = "127.0.0.1:0",
                                   .topics = 1,
                                   .log_streams_per_topic = 1,
-                                  .max_bytes = 64ULL << 30};
+                                  .max_bytes = SERVER_MAX_BYTES};
         if (varlog_server_start(&o, &e->srv) != VARLOG_OK) {
             fprintf(stderr, "varlog_server_start failed\n");
             env_teardown(e);
             return NULL;
         }
         snprintf(e->addr, sizeof(e->addr), "%s", varlog_server_address(e->srv));
-    } else if (child_start(e) != 0) {
+    } else if ((e->pid = child_server_start(server_program, 1, 1, SERVER_MAX_BYTES, e->addr,
+                                            sizeof(e->addr))) < 0) {
         env_teardown(e);
         return NULL;
     }
@@ -533,35 +452,27 @@ static void *env_setup(const void *arg)
     return e;
 }
 
-/* Context switches (voluntary + involuntary) of this process, every thread. */
-static int64_t self_ctxsw(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (int64_t)ru.ru_nvcsw + ru.ru_nivcsw;
-}
-
 static void bench_server_append(bench_b_t *b)
 {
     env_t *e = b->ctx;
     const bcase_t *c = e->c;
     b_set_bytes(b, (int64_t)(c->batch * c->size));
-    int64_t srv0 = e->pid > 0 ? proc_cpu_ns(e->pid) : -1;
-    int64_t cli0 = self_cpu_ns(), csw0 = self_ctxsw();
+    int64_t srv0 = e->pid > 0 ? child_server_cpu_us(e->pid) : -1, cli0, csw0, cli1, csw1;
+    bench_rusage(&cli0, &csw0);
     int64_t t0 = bench_now_ns();
     if (!run_requests(e, b, b->n))
         return;
     int64_t t1 = bench_now_ns();
-    int64_t srv1 = e->pid > 0 ? proc_cpu_ns(e->pid) : -1;
-    int64_t cli1 = self_cpu_ns(), csw1 = self_ctxsw();
+    int64_t srv1 = e->pid > 0 ? child_server_cpu_us(e->pid) : -1;
+    bench_rusage(&cli1, &csw1);
     double records = (double)b->n * (double)c->batch;
     b_report_metric(b, records * 1e9 / (double)(t1 - t0), "records/s");
     if (srv0 >= 0 && srv1 >= 0)
-        b_report_metric(b, (double)(srv1 - srv0) / records, "srv-ns/rec");
+        b_report_metric(b, (double)(srv1 - srv0) * 1e3 / records, "srv-ns/rec");
     if (c->floor)
-        b_report_metric(b, (double)(cli1 - cli0) / 1e3 / records, "cpu-us/record");
+        b_report_metric(b, (double)(cli1 - cli0) / records, "cpu-us/record");
     else
-        b_report_metric(b, (double)(cli1 - cli0) / records, "cli-ns/rec");
+        b_report_metric(b, (double)(cli1 - cli0) * 1e3 / records, "cli-ns/rec");
     b_report_metric(b, (double)(csw1 - csw0) / (double)b->n, "ctxsw/request");
 }
 

@@ -17,17 +17,6 @@
 
 /* ---- rounds -------------------------------------------------------------------------- */
 
-/* CPU time (user + system, µs) and context switches (voluntary + involuntary) of the whole
- * process, every thread. */
-static void rusage_now(int64_t *cpu_us, int64_t *csw)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    *cpu_us = ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
-              ru.ru_stime.tv_usec;
-    *csw = (int64_t)ru.ru_nvcsw + ru.ru_nivcsw;
-}
-
 static void on_entry(const varlog_entry_t *entry, void *opaque)
 {
     env_t *e = opaque;
@@ -170,7 +159,7 @@ void sub_round(bench_b_t *b)
     b_start_timer(b);
     int64_t srv0 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
     int64_t cpu0, csw0, cpu1, csw1;
-    rusage_now(&cpu0, &csw0);
+    bench_rusage(&cpu0, &csw0);
     b_reset_timer(b);
     uint64_t all0 = alloc_count_all_allocs();
 
@@ -186,7 +175,7 @@ void sub_round(bench_b_t *b)
 
     uint64_t all1 = alloc_count_all_allocs();
     b_stop_timer(b);
-    rusage_now(&cpu1, &csw1);
+    bench_rusage(&cpu1, &csw1);
     int64_t srv1 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
     if (bytes < 0)
         return;

@@ -89,6 +89,9 @@ void b_report_metric(bench_b_t *b, double value, const char *unit);
 void b_failf(bench_b_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int64_t bench_now_ns(void);
+/* CPU time (user + system, µs) and context switches (voluntary + involuntary) of the whole
+ * process so far, every thread (getrusage RUSAGE_SELF). */
+void bench_rusage(int64_t *cpu_us, int64_t *csw);
 
 /* For a benchmark's own flags, taken out of argv before bench_main: whether argv[*i] is
  * "-name", "-name=value" or "-name value" (then *i moves past the value); *v gets the value

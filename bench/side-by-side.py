@@ -238,10 +238,14 @@ def run_c(args, prog, flags, row, out):
     return next(iter(rows.values()))[0]
 
 
+def append_flags(args, cluster, benchtime):
+    """bench_append's and bench_server_append's flags for the cluster's log stream."""
+    return c_flags(args, cluster) + ["-logstream", str(cluster.log_stream), "-size",
+                                     str(args.size), f"-benchtime={benchtime}"]
+
+
 def floor_round(args, cluster, b, d, out):
-    m = run_c(args, "bench_server_append",
-              c_flags(args, cluster) + ["-logstream", str(cluster.log_stream), "-size",
-                                        str(args.size), f"-benchtime={args.benchtime}"],
+    m = run_c(args, "bench_server_append", append_flags(args, cluster, args.benchtime),
               f"AppendFloor/size={args.size}/batch={b}/depth={d}", out)
     if not m:
         return None
@@ -256,8 +260,7 @@ def c_flags(args, cluster):
 def append_round(args, cluster, rnd, b, d, out):
     res = {}
     row = f"Appender/size={args.size}/batch={b}/depth={d}/producers=1"
-    cflags = c_flags(args, cluster) + ["-logstream", str(cluster.log_stream), "-size",
-                                       str(args.size), f"-benchtime={args.benchtime}"]
+    cflags = append_flags(args, cluster, args.benchtime)
     goargs = ["--target", f"{cluster.topic}:{cluster.log_stream}", "--appenders", "1",
               "--msg-size", str(args.size), "--batch-size", str(b), "--pipeline-size", str(d),
               "--subscribers", "0", "--duration", f"{args.go_seconds}s"]
@@ -325,9 +328,7 @@ def trickle_with_csw(args, cluster, out):
     # Its floor: requests of TRICKLE_BATCH records at the same record rate on a bare call.
     rate = max(1, round(args.trickle_rate / TRICKLE_BATCH))
     m = run_c(args, "bench_server_append",
-              c_flags(args, cluster) + ["-logstream", str(cluster.log_stream), "-size",
-                                        str(args.size), "-rate", str(rate),
-                                        f"-benchtime={args.trickle_seconds}s"],
+              append_flags(args, cluster, f"{args.trickle_seconds}s") + ["-rate", str(rate)],
               f"AppendFloor/size={args.size}/batch={TRICKLE_BATCH}/depth=2/rate={rate}", out)
     if r is not None and m:
         r["floor_cpu_us"] = m["cpu-us/record"]
