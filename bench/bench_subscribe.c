@@ -34,7 +34,9 @@
  *
  * -mr: the metadata repository of a Varlog cluster instead. Rows: SubscribeTo/iter on log
  * stream -logstream (default the topic's first), and Subscribe/iter and Subscribe/handler
- * topic-wide over all of -topic's (default 1) log streams, named ls=K after the count found.
+ * topic-wide over all of -topic's (default 1) log streams, named ls=K after the count found;
+ * when the topic has one log stream, GrpcFloor too, on the log stream's primary storage
+ * node (from the library's metadata), so that the topic-wide read has its floor beside it.
  * The log's first entries come from varlog_peek (GLSN: the lowest first entry of the
  * topic's log streams; LLSN: the log stream's). The cluster must hold enough entries from
  * there for the rounds (about 1.2 x the entries/s figure with the default -benchtime=1s,
@@ -216,6 +218,9 @@ int main(int argc, char **argv)
         cases[n++] = (scase_t){.form = F_SUBSCRIBE_TO_ITER, .log_streams = 1};
         cases[n++] = (scase_t){.form = F_SUBSCRIBE_ITER, .log_streams = k};
         cases[n++] = (scase_t){.form = F_SUBSCRIBE_HANDLER, .log_streams = k};
+        /* One Subscribe call reads a topic-wide range only when one log stream holds it. */
+        if (k == 1)
+            cases[n++] = (scase_t){.form = F_GRPC_FLOOR, .log_streams = 1};
         fprintf(stderr, "bench_subscribe: cluster at %s, topic %d (%d log streams)\n",
                 cluster_address, topic_id, k);
     } else {

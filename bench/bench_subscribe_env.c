@@ -15,6 +15,7 @@
 #include "bench_subscribe.h"
 #include "child_server.h"
 #include "harness.h"
+#include "metadata.h"
 
 static int env_client_open(env_t *e);
 
@@ -180,6 +181,22 @@ static int mr_find_log(env_t *e, const int32_t *ids, size_t n)
     return 0;
 }
 
+/* -mr: the address of the primary storage node of the floor's log stream, from the
+ * library's metadata; 0, or -1 after a message on stderr. */
+static int primary_of(const env_t *e, char *node, size_t cap)
+{
+    md_view_t *v = md_current(e->client);
+    const md_log_stream_t *ls = md_view_log_stream(v, topic_id, e->log_stream);
+    int rc = -1;
+    if (!ls || !ls->primary)
+        fprintf(stderr, "%s: log stream %d of topic %d has no known primary\n", cluster_address,
+                e->log_stream, topic_id);
+    else if (snprintf(node, cap, "%s", ls->primary) < (int)cap)
+        rc = 0;
+    md_view_unref(v);
+    return rc;
+}
+
 void *env_setup(const void *arg)
 {
     const scase_t *c = arg;
@@ -212,8 +229,6 @@ void *env_setup(const void *arg)
     snprintf(e->address, sizeof(e->address), "%s", address);
     if (env_client_open(e) != 0)
         goto fail;
-    if (c->form == F_GRPC_FLOOR)
-        floor_open(e, address);
     int32_t ids[MAX_LOG_STREAMS];
     size_t n = 0;
     varlog_err_t rc = varlog_client_log_streams(e->client, topic_id, ids, MAX_LOG_STREAMS, &n);
@@ -223,6 +238,12 @@ void *env_setup(const void *arg)
         goto fail;
     }
     e->log_stream = cluster_address && mr_log_stream ? mr_log_stream : ids[0];
+    if (c->form == F_GRPC_FLOOR) {
+        char node[256];
+        if (cluster_address && primary_of(e, node, sizeof(node)) != 0)
+            goto fail;
+        floor_open(e, cluster_address ? node : address);
+    }
     if (cluster_address) {
         if (mr_find_log(e, ids, n) != 0)
             goto fail;

@@ -31,7 +31,9 @@ hits all of them.
 Then, --rounds times, a topic-wide read from the topic's first entry: Go's `benchmark
 --subscribers 1` (Subscribe of --subscribe-size 1000 GLSNs at a time, the benchmark's
 default) for --read-seconds, then bench_subscribe's Subscribe/iter row reading exactly as
-many entries from the same first GLSN in one measured round (-benchtime=Nx).
+many entries from the same first GLSN in one measured round (-benchtime=Nx), then its
+GrpcFloor row: the same entries on one bare Subscribe call polled by the benchmark's thread
+(the floor under any client on gRPC core).
 
 What is measured, for both clients, over a steady window:
   records/s   C: the measured round of bench_append (b.N records, flush included);
@@ -290,6 +292,13 @@ def read_round(args, cluster, out):
     if m:
         res["c"] = {"rate": m["entries/s"], "cpu_us": m["cpu-us/entry"],
                     "csw": m.get("ctxsw/1000entries", float("nan")), "n": n}
+    # The floor: the same entries on one bare Subscribe call (bench_subscribe offers it when
+    # the topic has one log stream, as the cluster this script starts has).
+    m = run_c(args, "bench_subscribe", c_flags(args, cluster) + ["-nofill", f"-benchtime={n}x"],
+              "GrpcFloor/", out)
+    if m:
+        res["floor"] = {"rate": m["entries/s"], "cpu_us": m["cpu-us/entry"],
+                        "csw": m.get("ctxsw/1000entries", float("nan")), "n": n}
     return res
 
 
@@ -389,14 +398,17 @@ def table(appends, reads, rounds):
                      f"| {fmt(csw['c'], 1)} | {fmt(csw['go'], 1)} | {fmt(csw['floor'], 1)} "
                      f"| {fmt(ratio(csw['c'], csw['go']))} "
                      f"| {fmt(med(rs, 'c', 'batch'), 1)} |")
+    rcpu = {w: med(reads, w, "cpu_us") for w in ("c", "go", "floor")}
     lines += ["",
-              "| topic-wide read | entries/s C | Go | client CPU µs/entry C | Go "
-              "| ctxsw/1000 entries C | Go |",
-              "|---|---|---|---|---|---|---|",
+              "| topic-wide read | entries/s C | Go | floor | client CPU µs/entry C | Go "
+              "| floor | C / Go | C / floor | ctxsw/1000 entries C | Go | floor |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|",
               f"| {fmt(med(reads, 'c', 'n'))} entries | {fmt(med(reads, 'c', 'rate'))} "
-              f"| {fmt(med(reads, 'go', 'rate'))} | {fmt(med(reads, 'c', 'cpu_us'))} "
-              f"| {fmt(med(reads, 'go', 'cpu_us'))} | {fmt(med(reads, 'c', 'csw'), 1)} "
-              f"| {fmt(med(reads, 'go', 'csw'), 1)} |",
+              f"| {fmt(med(reads, 'go', 'rate'))} | {fmt(med(reads, 'floor', 'rate'))} "
+              f"| {fmt(rcpu['c'])} | {fmt(rcpu['go'])} | {fmt(rcpu['floor'])} "
+              f"| {fmt(ratio(rcpu['c'], rcpu['go']))} | {fmt(ratio(rcpu['c'], rcpu['floor']))} "
+              f"| {fmt(med(reads, 'c', 'csw'), 1)} | {fmt(med(reads, 'go', 'csw'), 1)} "
+              f"| {fmt(med(reads, 'floor', 'csw'), 1)} |",
               f"\nMedians of {rounds} rounds (every round: above, and the raw file)."]
     return "\n".join(lines)
 
@@ -413,7 +425,7 @@ def per_round(appends, reads):
             lines.append("  ".join(cells))
     for i, r in enumerate(reads):
         cells = [f"read round {i + 1}"]
-        for who in ("c", "go"):
+        for who in ("c", "go", "floor"):
             x = r.get(who)
             cells.append(f"{who}: " + ("failed" if not x else
                          f"{fmt(x['rate'])}/s {fmt(x['cpu_us'])} µs {fmt(x['csw'], 1)} csw/1000"))

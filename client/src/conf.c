@@ -179,16 +179,12 @@ static const conf_property_t props[] = {
              "exists) is taken for a hung node and opened again on the next replica. 0 never "
              "does. A subscription tailing an idle topic waits without churn."),
     INT_PROP("subscribe.wakeup.entries", subscribe_wakeup_entries, "16", 1, 1000000, "entries",
-             "While a subscription is busy (its consumer took at least this many entries "
-             "since it last slept), its consumer sleeps until this many messages arrived or "
-             "subscribe.wakeup.wait.us passed, rather than being woken for each: one wake-up "
-             "per batch instead of per entry took the client's CPU per entry from about 4.3 "
-             "to 2.6 us and entries/s up by a third (docs/BENCHMARKS.md). A subscription "
-             "that is not busy is woken at every entry. 1 wakes it at every entry always."),
+             "No effect (accepted so that configurations setting it still open). It batched "
+             "the wake-ups of a subscription's consumer when gRPC's I/O thread received its "
+             "messages; the consumer now receives them itself, with no wake-up to batch."),
     INT_PROP("subscribe.wakeup.wait.us", subscribe_wakeup_wait_us, "500", 0, 10000000, "us",
-             "Longest a busy subscription's consumer waits for subscribe.wakeup.entries "
-             "messages: the most latency the batching adds, only while entries stream in. 0 "
-             "turns the batching off."),
+             "No effect (accepted so that configurations setting it still open): see "
+             "subscribe.wakeup.entries."),
     BOOL_PROP("subscribe.stage.timing", subscribe_stage_timing, "false",
               "Subscriptions time each entry's four stages on the subscribe path (response "
               "arrival -> the subscription's queue -> the merge's hand-out -> the handler or "

@@ -21,8 +21,8 @@ static void sub_free(varlog_subscription_t *sub)
     }
     free(sub->ls);
     tq_destroy(sub->heap);
+    rpc_poller_destroy(sub->poller); /* NULL after sub_streams_done */
     pthread_mutex_destroy(&sub->mu);
-    pthread_cond_destroy(&sub->wake);
     pthread_cond_destroy(&sub->idle);
     free(sub);
 }
@@ -42,7 +42,9 @@ static void sub_shutdown(varlog_subscription_t *sub)
 {
     pthread_mutex_lock(&sub->mu);
     sub->closing = true;
-    pthread_cond_broadcast(&sub->wake);
+    pthread_mutex_unlock(&sub->mu);
+    sub_wake(sub); /* a consumer polling for news must see closing */
+    pthread_mutex_lock(&sub->mu);
     if (sub->shut || sub->shutting) {
         while (!sub->shut)
             pthread_cond_wait(&sub->idle, &sub->mu);
@@ -57,7 +59,7 @@ static void sub_shutdown(varlog_subscription_t *sub)
     pthread_mutex_unlock(&sub->mu);
     if (join)
         pthread_join(sub->thread, NULL);
-    sub_release_streams(sub);
+    sub_streams_done(sub);
     pthread_mutex_lock(&sub->mu);
     sub->shut = true;
     pthread_cond_broadcast(&sub->idle);
@@ -211,7 +213,7 @@ static void *sub_thread(void *arg)
         sub->shutting = true;
     pthread_mutex_unlock(&sub->mu);
     if (self_cleanup) {
-        sub_release_streams(sub);
+        sub_streams_done(sub);
         pthread_mutex_lock(&sub->mu);
         sub->shut = true;
         pthread_cond_broadcast(&sub->idle);
@@ -269,19 +271,23 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     atomic_init(&sub->in_client, false);
     atomic_init(&sub->thread_exiting, false);
     pthread_mutex_init(&sub->mu, NULL);
-    wire_cond_init(&sub->wake);
     wire_cond_init(&sub->idle);
     sub->rng = (uint64_t)(uintptr_t)sub ^ (uint64_t)wire_now_ms();
-    int64_t wake = c->conf->subscribe_wakeup_entries;
-    if (wake > c->conf->subscribe_prefetch_entries) /* a full window could never wake it */
-        wake = c->conf->subscribe_prefetch_entries;
-    sub->wakeup_entries = (unsigned)wake;
-    sub->wakeup_wait_us = c->conf->subscribe_wakeup_wait_us;
     sub->retry_timeout_ms = c->conf->subscribe_retry_timeout_ms;
     sub->timing = c->conf->subscribe_stage_timing;
     sub->observer = c->conf->subscribe_observer;
     sub->observer_opaque = c->conf->subscribe_observer_opaque;
 
+    err = rpc_poller_new(&sub->poller);
+    if (err != VARLOG_OK) {
+        tq_destroy(sub->heap);
+        pthread_mutex_destroy(&sub->mu);
+        pthread_cond_destroy(&sub->idle);
+        free(sub);
+        client_leave(c);
+        return errtext_set(err, "%s of topic %d: could not create its completion queue", rq->who,
+                           rq->topic_id);
+    }
     md_view_t *view = md_current(c);
     err = sub_add_log_streams(sub, view);
     md_view_unref(view);
@@ -300,7 +306,7 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
         pthread_mutex_lock(&sub->mu);
         sub->closing = true; /* a retry task still pending must not queue a reopen */
         pthread_mutex_unlock(&sub->mu);
-        sub_release_streams(sub);
+        sub_streams_done(sub);
         sub_unref(sub);
         client_leave(c);
         return errtext_set(err, "%s of topic %d: %s", rq->who, rq->topic_id,

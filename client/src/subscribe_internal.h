@@ -8,8 +8,9 @@
  * One consumer at a time runs the merge (sub_step): the subscription's thread in the handler
  * form, the caller of varlog_subscription_next in the iterator form. Everything below marked
  * "consumer" is touched by it alone, without a lock. `mu` guards the rest: the list of log
- * streams with news (filled by the streams' notify hooks on gRPC's I/O thread, which hold
- * the stream's lock while they take mu, so mu is never held while calling into a stream),
+ * streams with news (filled by the streams' notify hooks, which run inside the consumer's
+ * poll of the subscription's poller and hold the stream's lock while they take mu, so mu is
+ * never held while calling into a stream; and by retry tasks on the client's engine),
  * closing, and the counters read by varlog_subscription_stats.
  */
 #include <pthread.h>
@@ -59,8 +60,12 @@ typedef struct sub_ls {
     bool work_reopen;       /* the consumer's copy of reopen */
     rpc_stream_t *work_rpc; /* the consumer's copy of pending_rpc */
 
-    /* set by the notify hook (any thread), read by the consumer's stall check */
-    atomic_int_fast64_t last_recv_ms;
+    /* The stall check's view of the stream's traffic: the notify hook counts what it saw,
+     * and the periodic check, finding the count moved, stamps last_recv_ms (or the open
+     * does): no clock read per message, the stamp as fine as the check's interval. */
+    atomic_uint_fast64_t received; /* the notify hook's calls */
+    uint64_t received_seen;        /* consumer: the count at the last check */
+    int64_t last_recv_ms;          /* consumer (or the retry task that opens the stream) */
 
     /* mu */
     bool queued;               /* on the subscription's list of log streams with news */
@@ -89,20 +94,22 @@ struct varlog_subscription {
     sub_ls_t *delivered;   /* the log stream of the entry handed out last */
     uint64_t view_index;   /* applied index of the metadata last scanned for log streams */
     int64_t next_check_ms; /* next look at the metadata and for stalled streams */
+    unsigned quick_polls;  /* non-blocking polls in a row since an entry was handed out */
+    /* Polls that slept (two clock reads each) and periodic checks (one): the only clock
+     * reads of the consumer while stage timing is off. */
+    uint64_t waits, checks;
     /* A gap: the wanted GLSN is in no head while every log stream holds one or finished. A
      * fresh metadata lookup tells whether a log stream the subscription does not read holds
      * it; gap_gen names the lookup asked for the current gap (0: none asked). */
     uint64_t gap_gen, gap_gens;
     int64_t gap_next_ask_ms;  /* after a failed lookup: no new one before this */
-    int64_t blocked_since_ms; /* the merge waits for a log stream without a head since (0: not) */
+    int64_t blocked_since_ms; /* the merge waits for a log stream without a head since (0: not;
+                               * BLOCKED_UNSTAMPED: it does, the clock not read since) */
     varlog_err_t result;      /* VARLOG_OK while running; END or the failure, sticky */
     char why[512];            /* result's text */
     uint64_t rng;             /* jitter */
     int64_t retry_timeout_ms; /* subscribe.retry.timeout.ms: the client may be gone when
                                * varlog_subscription_health reads it */
-    unsigned wakeup_entries;  /* subscribe.wakeup.entries, at most subscribe.prefetch.entries */
-    int64_t wakeup_wait_us;   /* subscribe.wakeup.wait.us */
-    uint64_t since_sleep;     /* entries delivered since the consumer last slept */
     bool timing;              /* subscribe.stage.timing */
     varlog_subscribe_observer_cb *observer; /* varlog_conf_set_subscribe_observer (timing only) */
     void *observer_opaque;
@@ -116,12 +123,17 @@ struct varlog_subscription {
     /* The highest position taken as a log stream's head: the lag statistic (varlog/stats.h). */
     atomic_uint_fast64_t n_seen_max;
 
+    /* The subscription's streams complete here: the consumer polls it when it has nothing
+     * to hand out, so gRPC reads the socket, the message is buffered and the notify hook
+     * runs on the consumer's own thread, with no hand-off through gRPC's I/O thread. It
+     * lives until every stream on it finished (sub_streams_done). */
+    rpc_poller_t *poller;
+
     pthread_mutex_t mu;
-    pthread_cond_t wake;         /* news, a reopen, closing; the consumer waits on it */
-    pthread_cond_t idle;         /* in_next reached 0, or shutdown finished */
-    bool waiting;                /* the consumer sleeps on wake */
-    bool batching;               /* ... until wakeup_entries messages arrived (or its wait ends) */
-    unsigned news_count;         /* hook calls since the consumer last took the news */
+    pthread_cond_t idle;         /* in_next or poller_users reached 0, or shutdown finished */
+    bool waiting;                /* the consumer polls for news */
+    bool kicked;                 /* ... and was kicked out of that poll already */
+    unsigned poller_users;       /* engine tasks opening a stream on poller or kicking it */
     sub_ls_t *news;              /* log streams with news (queued) */
     bool closing;                /* close or client destroy began */
     bool shut;                   /* streams released, thread joined: only the handle remains */
@@ -161,6 +173,29 @@ varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *vi
 
 /* Releases every stream and held message. Consumer only, or once no consumer is left. */
 void sub_release_streams(varlog_subscription_t *sub);
+
+/* After closing was set and the last consumer left: waits for engine tasks still using the
+ * poller (a retry opening a stream, a kick), releases every stream and drains and frees the
+ * poller, so that no call of the subscription is left on the client. The consumer's own thread, or
+ * any once it is gone. */
+void sub_streams_done(varlog_subscription_t *sub);
+
+/* Makes a consumer that polls for news return from its poll, to see what another thread
+ * changed under mu (closing, a gap's answer). Without mu held; any thread. Kicks at most once
+ * per poll (each kick costs gRPC an allocation), and never a poller already gone. */
+void sub_wake(varlog_subscription_t *sub);
+
+/* How often the consumer looks at the metadata and for stalls while it waits (ms). */
+int64_t sub_check_interval_ms(const varlog_subscription_t *sub);
+
+/* subscribe_gap.c */
+
+typedef enum { SUB_GAP_WAIT, SUB_GAP_SKIP } sub_gap_verdict_t;
+
+/* The wanted GLSN is in no head and every log stream the subscription reads holds a later
+ * one (least_head the least) or finished: whether to wait (a metadata lookup is asked, or a
+ * log stream not read yet was added) or to go on from least_head. Consumer only. */
+sub_gap_verdict_t sub_gap_resolve(varlog_subscription_t *sub, uint64_t least_head);
 
 /* Ends the subscription with err and a text, unless it ended already. Consumer only. */
 void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)

@@ -16,6 +16,10 @@ typedef struct bb_fifo {
 
 /* Appends bb (ownership passes to the FIFO). false on NOMEM (bb stays the caller's). */
 bool bb_fifo_push(bb_fifo_t *f, grpc_byte_buffer *bb);
+/* Makes room for n buffers without growing (an empty FIFO only), so that a bounded queue
+ * allocates once, where it is created, rather than on the thread that fills it. false on
+ * NOMEM (the FIFO then grows on demand as before). */
+bool bb_fifo_reserve(bb_fifo_t *f, size_t n);
 /* Removes and returns the oldest buffer (owned by the caller), or NULL when empty. */
 grpc_byte_buffer *bb_fifo_pop(bb_fifo_t *f);
 /* Destroys every buffer and the storage; the FIFO is empty and reusable afterwards. */

@@ -197,6 +197,12 @@ typedef enum {
  * completion and runs it, or for a kick. */
 rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms);
 
+/* Owner only: runs one completion that is already queued, or that gRPC finds ready on its
+ * sockets without waiting (one non-blocking look), and returns RPC_POLL_RAN (KICKED for a
+ * kick); RPC_POLL_TIMEOUT when there is none. Reads no clock of ours: a consumer taking
+ * messages that stream in calls it per message. */
+rpc_poll_t rpc_poller_poll_ready(rpc_poller_t *p);
+
 /* Makes the owner's current rpc_poller_poll return (or its next one, at once). Any thread;
  * does not block beyond gRPC's queue lock; each kick costs one completion (an allocation
  * inside gRPC), so callers kick once per sleep. */

@@ -22,6 +22,20 @@ bool bb_fifo_push(bb_fifo_t *f, grpc_byte_buffer *bb)
     return true;
 }
 
+bool bb_fifo_reserve(bb_fifo_t *f, size_t n)
+{
+    if (f->count != 0 || n <= f->cap)
+        return f->count == 0;
+    grpc_byte_buffer **items = malloc(n * sizeof(*items));
+    if (!items)
+        return false;
+    free(f->items);
+    f->items = items;
+    f->head = 0;
+    f->cap = n;
+    return true;
+}
+
 grpc_byte_buffer *bb_fifo_pop(bb_fifo_t *f)
 {
     if (f->count == 0)

@@ -102,6 +102,15 @@ rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms)
     return ev.tag == &p->kick.tag ? RPC_POLL_KICKED : RPC_POLL_RAN;
 }
 
+rpc_poll_t rpc_poller_poll_ready(rpc_poller_t *p)
+{
+    grpc_event ev = grpc_completion_queue_next(p->cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
+    if (ev.type != GRPC_OP_COMPLETE)
+        return RPC_POLL_TIMEOUT;
+    dispatch(ev);
+    return ev.tag == &p->kick.tag ? RPC_POLL_KICKED : RPC_POLL_RAN;
+}
+
 void rpc_poller_kick(rpc_poller_t *p)
 {
     rpc_kicker_kick(&p->kick);

@@ -315,6 +315,9 @@ static void on_status_done(struct rpc_tag *tag, bool ok)
     after_event(s, true);
 }
 
+/* Most received messages a stream's buffer is sized for when it opens (pointers: 8 KiB). */
+#define RECV_RESERVE_MAX 1024
+
 static int64_t call_timeout_ms(const rpc_stream_opts_t *opts)
 {
     if (opts->deadline_ms <= 0)
@@ -342,6 +345,10 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
         free(s);
         return VARLOG_ERR_NOMEM;
     }
+    /* The receive buffer holds at most the window (or, bounded by bytes, some more): sized
+     * here, its growth would allocate on the thread that completes receives. */
+    (void)bb_fifo_reserve(&s->received, opts->recv_window < RECV_RESERVE_MAX ? opts->recv_window
+                                                                             : RECV_RESERVE_MAX);
     s->client = c;
     s->opts = *opts;
     s->poller = opts->poller;

@@ -196,40 +196,6 @@ static void test_released_streams_finish_in_destroy(void **state)
     assert_true(test_wait_until(svc_calls_done, &f->svc, 10000));
 }
 
-/* Voluntary context switches of the thread named name (0 when there is none). */
-static long thread_switches(const char *name)
-{
-    DIR *d = opendir("/proc/self/task");
-    assert_non_null(d);
-    long n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *fp = fopen(path, "r");
-        if (!fp)
-            continue;
-        bool match = fgets(comm, sizeof(comm), fp) && strncmp(comm, name, strlen(name)) == 0;
-        fclose(fp);
-        if (!match)
-            continue;
-        snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-        fp = fopen(path, "r");
-        char line[200];
-        while (fp && fgets(line, sizeof(line), fp)) {
-            long v;
-            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
-                n += v;
-        }
-        if (fp)
-            fclose(fp);
-    }
-    closedir(d);
-    return n;
-}
-
 /* Round trips one at a time on a poller's stream: the client's I/O thread, with no call of
  * its own, stays parked instead of taking gRPC's polling role and a wake-up per event. */
 static void test_io_thread_parked_while_only_pollers_run(void **state)
@@ -242,7 +208,7 @@ static void test_io_thread_parked_while_only_pollers_run(void **state)
     ProtobufCMessage *m = NULL;
     assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
     protobuf_c_message_free_unpacked(m, NULL);
-    long before = thread_switches("varlog-io");
+    long before = test_thread_switches_named("varlog-io");
     const uint64_t n = (uint64_t)test_scale(200, 10);
     for (uint64_t i = 2; i <= n + 1; i++) {
         send_seq(s, i);
@@ -250,7 +216,7 @@ static void test_io_thread_parked_while_only_pollers_run(void **state)
         assert_int_equal(((response_t *)m)->seq, i);
         protobuf_c_message_free_unpacked(m, NULL);
     }
-    long woke = thread_switches("varlog-io") - before;
+    long woke = test_thread_switches_named("varlog-io") - before;
     print_message("    varlog-io woke %ld times in %llu round trips\n", woke,
                   (unsigned long long)n);
     assert_true(woke <= 5);

@@ -82,6 +82,41 @@ int test_thread_count_named(const char *name)
     return n;
 }
 
+long test_thread_switches_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return 0;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[64] = "";
+        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        bool match = fgets(comm, sizeof(comm), f) != NULL;
+        fclose(f);
+        comm[strcspn(comm, "\n")] = '\0';
+        if (!match || strcmp(comm, name) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+        f = fopen(path, "r");
+        char line[200];
+        while (f && fgets(line, sizeof(line), f)) {
+            long v;
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
+                n += v;
+        }
+        if (f)
+            fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
 struct thread_count_goal {
     const char *name; /* NULL: every thread */
     int want, last;

@@ -34,6 +34,10 @@ int test_idle_thread_count(void);
 /* Number of threads of this process whose name (/proc/self/task/N/comm) is name. */
 int test_thread_count_named(const char *name);
 
+/* Voluntary context switches (sleeps) so far of the threads named name, summed; 0 when
+ * there is none. */
+long test_thread_switches_named(const char *name);
+
 /* Waits until exactly n threads are named name, for at most timeout_ms; returns the last
  * count. A thread stays listed in /proc for a moment after pthread_join returns (the kernel
  * wakes the joiner before it unlists the task), so a count taken right after a join, or at

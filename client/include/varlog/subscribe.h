@@ -19,14 +19,23 @@
  *   - iterator: the application calls varlog_subscription_next, which returns the next
  *     entry, TIMED_OUT, END, or the error, on the caller's thread.
  *
+ * The consumer reads its own streams: the thread that waits for the next entry (varlog-sub,
+ * or the caller of varlog_subscription_next) is the one that receives the messages from
+ * gRPC, so that entries streaming in cost no hand-off between threads and no wake-up of
+ * another thread, and an entry that arrives while the consumer waits is handed out at once
+ * (nothing batches them). While the application holds the consumer (inside a handler, or
+ * between calls of varlog_subscription_next) the subscription reads nothing: what the
+ * storage node sends meanwhile waits in the connection, bounded by gRPC's flow control, and
+ * is taken when the consumer comes back.
+ *
  * Memory is bounded whatever the range: per log stream at most subscribe.prefetch.entries
- * entries and subscribe.prefetch.bytes bytes are buffered (plus the one being merged). A
- * consumer slower than the writers stops the receives, and gRPC's flow control stops the
- * storage node. Entries are read in place from the received messages: nothing is copied and
- * nothing is allocated per entry by the library (gRPC allocates each message it receives).
- * While entries stream in, the consumer is woken once per subscribe.wakeup.entries messages
- * rather than per entry, which adds at most subscribe.wakeup.wait.us of latency (500 us by
- * default); a consumer that keeps up with a trickle is woken at every entry.
+ * entries and subscribe.prefetch.bytes bytes are buffered (plus the one being merged), which
+ * is what a log stream can get ahead while the merge waits for another one. A consumer
+ * slower than the writers stops the receives, and gRPC's flow control stops the storage
+ * node. Entries are read in place from the received messages: nothing is copied and nothing
+ * is allocated per entry by the library (gRPC allocates each message it receives).
+ * (subscribe.wakeup.entries and subscribe.wakeup.wait.us, which batched the wake-ups of a
+ * consumer when another thread received, are accepted and have no effect.)
  *
  * Failures: a log stream's stream that breaks (connection lost, node restarting, a
  * malformed message) is opened again, on the next replica, from the first GLSN not yet
@@ -59,8 +68,10 @@
  * four stages, for the statistics (varlog_stats_t.subscribe_*, per client), the receive and
  * process durations per (topic, log stream) of varlog_stats_prometheus, and the observer of
  * varlog_conf_set_subscribe_observer. The clock (CLOCK_MONOTONIC) is read:
- *   a. on gRPC's I/O thread as the entry's message arrives, before it joins its log
- *      stream's receive buffer;
+ *   a. on the consumer's thread as gRPC hands the entry's message over (the receive
+ *      completes inside the consumer's poll), before it joins its log stream's receive
+ *      buffer: time the message spent in the connection while the consumer was away is
+ *      before a, not in any stage;
  *   b. on the consumer when the merge takes it from that buffer, decoded, into its queue of
  *      one head per log stream (the transmit queue, transmit_queue.h);
  *   c. when the merge hands it out: the least head is the wanted position;
@@ -70,9 +81,8 @@
  * enqueue = b - a (its wait behind the earlier entries of its log stream, and its decoding);
  * transmit_queue = c - b (its wait for the positions before it, from other log streams, and
  * for the handlers of earlier entries); dispatch = d - c; handler = e - d (handler form
- * only). With the property false none of these reads is made: stage timing reads no clock
- * per entry (the one per message that predates it stays: gRPC's thread notes when each log
- * stream last received, in ms, for subscribe.stall.timeout.ms).
+ * only). With the property false none of these reads is made: the library reads no clock
+ * per entry while entries stream in (a consumer that has to wait reads it once per wait).
  * Entries delivered are counted per (topic, log stream) either way.
  *
  * Threads and locks: handlers run one at a time on the subscription's thread, never on

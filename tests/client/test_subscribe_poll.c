@@ -1,0 +1,203 @@
+/* A subscription's consumer reads its own streams (subscribe.h, "Threads"): the streams
+ * complete on the subscription's poller, so that entries streaming in are received on the
+ * consumer's thread (the caller of varlog_subscription_next, or varlog-sub) and gRPC's I/O
+ * thread is not woken for them; a consumer waiting in its poll still sees an entry the
+ * moment it comes, one at a time (nothing batches them), and a close from another thread.
+ *
+ * The I/O thread's sleeps are read from /proc (voluntary context switches of "varlog-io")
+ * around a read of READ_N entries: when it carried the messages it slept 17 times in the
+ * iterator's read and 99 in the handlers' (2,000 entries); now it stays parked (1). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "client_fixture.h"
+#include "subscribe_test_util.h"
+#include "test_support.h"
+#include "varlog/subscribe.h"
+
+#define CALL 100        /* records per append call */
+#define READ_N 2000     /* entries read while the I/O thread is watched */
+#define IO_SLEEPS_MAX 5 /* its sleeps allowed meanwhile (parking): none per entry */
+
+static void append_n(varlog_client_t *c, int n)
+{
+    varlog_record_t r[CALL];
+    while (n > 0) {
+        int k = n < CALL ? n : CALL;
+        for (int i = 0; i < k; i++)
+            r[i] = cf_record("entry");
+        assert_int_equal(varlog_append(c, 1, r, (size_t)k, 10000, NULL, NULL), VARLOG_OK);
+        n -= k;
+    }
+}
+
+static int read_n(void)
+{
+    return test_under_valgrind() ? READ_N / 4 : READ_N;
+}
+
+/* Iterator form: READ_N entries taken in order, and the I/O thread slept at most a few
+ * times meanwhile (metadata calls may run on it; entries do not). */
+static void test_iterator_reads_on_its_own_thread(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, NULL);
+    int n = read_n();
+    append_n(f.client, n);
+    varlog_subscription_t *sub = NULL;
+    long before = test_thread_switches_named("varlog-io");
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, (uint64_t)n + 1, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    for (uint64_t g = 1; g <= (uint64_t)n; g++) {
+        varlog_err_t rc = varlog_subscription_next(sub, cf_wait_bound_ms(), &e);
+        if (rc != VARLOG_OK)
+            fail_msg("GLSN %llu: %s: %s", (unsigned long long)g, varlog_err_name(rc),
+                     varlog_last_error());
+        assert_int_equal(e.meta.glsn, g);
+    }
+    assert_int_equal(varlog_subscription_next(sub, cf_wait_bound_ms(), &e), VARLOG_ERR_END);
+    long sleeps = test_thread_switches_named("varlog-io") - before;
+    print_message("    varlog-io slept %ld times while %d entries were read\n", sleeps, n);
+    assert_true(sleeps <= IO_SLEEPS_MAX);
+    varlog_subscription_close(&sub);
+    cf_stop(&f);
+}
+
+typedef struct handler_state {
+    atu_sync_t sync;
+    uint64_t next; /* the GLSN expected next */
+    bool bad, ended;
+} handler_state_t;
+
+static void on_entry(const varlog_entry_t *e, void *opaque)
+{
+    handler_state_t *h = opaque;
+    if (e->meta.glsn != h->next)
+        h->bad = true;
+    h->next++;
+}
+
+static void on_end(void *opaque)
+{
+    handler_state_t *h = opaque;
+    pthread_mutex_lock(&h->sync.mu);
+    h->ended = true;
+    pthread_cond_broadcast(&h->sync.cv);
+    pthread_mutex_unlock(&h->sync.mu);
+}
+
+/* Handler form: the same on varlog-sub. */
+static void test_handler_reads_on_its_own_thread(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, NULL);
+    int n = read_n();
+    append_n(f.client, n);
+    handler_state_t h = {.next = 1};
+    atu_sync_init(&h.sync);
+    varlog_subscribe_handlers_t hs = {.on_entry = on_entry, .on_end = on_end, .opaque = &h};
+    varlog_subscription_t *sub = NULL;
+    long before = test_thread_switches_named("varlog-io");
+    assert_int_equal(varlog_subscribe(f.client, 1, 1, (uint64_t)n + 1, &hs, &sub), VARLOG_OK);
+    assert_true(atu_wait_true(&h.sync, &h.ended, cf_wait_bound_ms()));
+    long sleeps = test_thread_switches_named("varlog-io") - before;
+    print_message("    varlog-io slept %ld times while %d entries were handled\n", sleeps, n);
+    assert_false(h.bad);
+    assert_int_equal(h.next, (uint64_t)n + 1);
+    assert_true(sleeps <= IO_SLEEPS_MAX);
+    varlog_subscription_close(&sub);
+    atu_sync_destroy(&h.sync);
+    cf_stop(&f);
+}
+
+typedef struct next_call {
+    varlog_subscription_t *sub;
+    int64_t timeout_ms;
+    varlog_err_t rc;
+    varlog_entry_t e;
+} next_call_t;
+
+static void *call_next(void *arg)
+{
+    next_call_t *n = arg;
+    n->rc = varlog_subscription_next(n->sub, n->timeout_ms, &n->e);
+    return NULL;
+}
+
+static bool next_sleeping(void *arg)
+{
+    return stu_next_sleeping(arg);
+}
+
+/* A consumer polling for the next entry gets each entry of a trickle as it comes: one at a
+ * time, in order, each while next still waits (its timeout is far away). */
+static void test_trickle_delivered_one_by_one(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, NULL);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
+    for (uint64_t g = 1; g <= 5; g++) {
+        next_call_t n = {.sub = sub, .timeout_ms = -1};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+        assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
+        append_n(f.client, 1);
+        pthread_join(th, NULL);
+        assert_int_equal(n.rc, VARLOG_OK);
+        assert_int_equal(n.e.meta.glsn, g);
+    }
+    varlog_subscription_close(&sub);
+    cf_stop(&f);
+}
+
+/* The iterator's caller may change between calls: entries taken on alternating threads come
+ * in order, and each thread polls the streams while it waits. */
+static void test_next_from_alternating_threads(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, NULL);
+    append_n(f.client, 200);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 401, &sub), VARLOG_OK);
+    for (uint64_t g = 1; g <= 400; g++) {
+        if (g == 201)
+            append_n(f.client, 200); /* the rest comes while the subscription tails */
+        next_call_t n = {.sub = sub, .timeout_ms = cf_wait_bound_ms()};
+        if (g % 2) {
+            call_next(&n);
+        } else {
+            pthread_t th;
+            assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+            pthread_join(th, NULL);
+        }
+        assert_int_equal(n.rc, VARLOG_OK);
+        assert_int_equal(n.e.meta.glsn, g);
+    }
+    varlog_subscription_close(&sub);
+    cf_stop(&f);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_iterator_reads_on_its_own_thread),
+        cmocka_unit_test(test_handler_reads_on_its_own_thread),
+        cmocka_unit_test(test_trickle_delivered_one_by_one),
+        cmocka_unit_test(test_next_from_alternating_threads),
+    };
+    if (argc > 1)
+        cmocka_set_test_filter(argv[1]);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
