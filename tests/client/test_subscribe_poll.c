@@ -4,6 +4,12 @@
  * thread is not woken for them; a consumer waiting in its poll still sees an entry the
  * moment it comes, one at a time (nothing batches them), and a close from another thread.
  *
+ * rpc_poller_kick is wrapped at link time to count the kicks that make a polling consumer
+ * return: a close from another thread must kick it (a consumer left in its poll would only
+ * see the close at its next check, up to 250 ms later). A close racing a retry that reopens
+ * a stream on the subscription's poller, many times over, is for the sanitizers (the poller
+ * must outlive the retry's open and kick).
+ *
  * The I/O thread's sleeps are read from /proc (voluntary context switches of "varlog-io")
  * around a read of READ_N entries: when it carried the messages it slept 17 times in the
  * iterator's read and 99 in the handlers' (2,000 entries); now it stays parked (1). */
@@ -14,13 +20,28 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "client_fixture.h"
+#include "rpc_client.h"
 #include "subscribe_test_util.h"
 #include "test_support.h"
 #include "varlog/subscribe.h"
+
+/* ---- kicks of the subscription's poller ---- */
+
+void __real_rpc_poller_kick(rpc_poller_t *p);
+void __wrap_rpc_poller_kick(rpc_poller_t *p);
+
+static atomic_long g_kicks;
+
+void __wrap_rpc_poller_kick(rpc_poller_t *p)
+{
+    atomic_fetch_add(&g_kicks, 1);
+    __real_rpc_poller_kick(p);
+}
 
 #define CALL 100        /* records per append call */
 #define READ_N 2000     /* entries read while the I/O thread is watched */
@@ -189,6 +210,62 @@ static void test_next_from_alternating_threads(void **state)
     cf_stop(&f);
 }
 
+/* Close from another thread while next(-1) polls an idle topic: one kick ends the poll, next
+ * returns CLOSED. */
+static void test_close_kicks_a_polling_next(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, NULL);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
+    next_call_t n = {.sub = sub, .timeout_ms = -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+    assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
+    long before = atomic_load(&g_kicks);
+    varlog_subscription_close(&sub);
+    pthread_join(th, NULL);
+    assert_int_equal(n.rc, VARLOG_ERR_CLOSED);
+    assert_true(atomic_load(&g_kicks) - before >= 1);
+    cf_stop(&f);
+}
+
+/* A close racing the retry that reopens a failed stream (opened on the subscription's
+ * poller by the client's engine, then handed over with a kick), at every point of the
+ * retry: each close returns, and the sanitizers see no use of a freed poller. */
+static void test_close_races_a_reopen(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, "subscribe.retry.backoff.ms", "1", "subscribe.retry.backoff.max.ms", "2",
+             NULL);
+    append_n(f.client, 1);
+    int rounds = test_under_valgrind() || test_under_tsan() ? 20 : 200;
+    uint64_t resubscribes = 0;
+    for (int i = 0; i < rounds; i++) {
+        assert_int_equal(varlog_server_fail_next(f.srv, STU_PATH_SUBSCRIBE, 14, "test: reopen", 1),
+                         VARLOG_OK);
+        varlog_subscription_t *sub = NULL;
+        assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
+        /* The consumer sees the failure in its poll and schedules the reopening. */
+        varlog_entry_t e;
+        varlog_err_t rc = varlog_subscription_next(sub, i % 3, &e);
+        assert_true(rc == VARLOG_OK || rc == VARLOG_ERR_TIMED_OUT);
+        varlog_subscription_stats_t st;
+        assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+        resubscribes += st.resubscribes;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(i % 7) * 300000L};
+        nanosleep(&ts, NULL);
+        varlog_subscription_close(&sub);
+        assert_null(sub);
+    }
+    print_message("    %d closes, %llu reopenings scheduled before them\n", rounds,
+                  (unsigned long long)resubscribes);
+    assert_true(resubscribes > 0); /* the race was run */
+    cf_stop(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -196,6 +273,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_handler_reads_on_its_own_thread),
         cmocka_unit_test(test_trickle_delivered_one_by_one),
         cmocka_unit_test(test_next_from_alternating_threads),
+        cmocka_unit_test(test_close_kicks_a_polling_next),
+        cmocka_unit_test(test_close_races_a_reopen),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);
