@@ -57,64 +57,60 @@ int test_thread_count(void)
     return n;
 }
 
-int test_thread_count_named(const char *name)
+/* Whether thread tid of this process (a /proc/self/task entry) is named name; false once it
+ * exited. */
+static bool task_named(const char *tid, const char *name)
+{
+    char path[300], comm[64] = "";
+    snprintf(path, sizeof(path), "/proc/self/task/%s/comm", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false; /* the thread exited meanwhile */
+    bool read = fgets(comm, sizeof(comm), f) != NULL;
+    fclose(f);
+    comm[strcspn(comm, "\n")] = '\0';
+    return read && strcmp(comm, name) == 0;
+}
+
+/* Voluntary context switches of thread tid so far (0 once it exited). */
+static long task_switches(const char *tid)
+{
+    char path[300], line[200];
+    snprintf(path, sizeof(path), "/proc/self/task/%s/status", tid);
+    FILE *f = fopen(path, "r");
+    long n = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Sums over the threads named name: 1 each, or their switches. -1 when /proc is unreadable. */
+static long sum_over_named(const char *name, bool switches)
 {
     DIR *d = opendir("/proc/self/task");
     if (!d)
         return -1;
-    int n = 0;
+    long n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue; /* the thread exited meanwhile */
-        if (fgets(comm, sizeof(comm), f)) {
-            comm[strcspn(comm, "\n")] = '\0';
-            n += strcmp(comm, name) == 0;
-        }
-        fclose(f);
-    }
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.' && task_named(e->d_name, name))
+            n += switches ? task_switches(e->d_name) : 1;
     closedir(d);
     return n;
 }
 
+int test_thread_count_named(const char *name)
+{
+    return (int)sum_over_named(name, false);
+}
+
 long test_thread_switches_named(const char *name)
 {
-    DIR *d = opendir("/proc/self/task");
-    if (!d)
-        return 0;
-    long n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[300], comm[64] = "";
-        snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        bool match = fgets(comm, sizeof(comm), f) != NULL;
-        fclose(f);
-        comm[strcspn(comm, "\n")] = '\0';
-        if (!match || strcmp(comm, name) != 0)
-            continue;
-        snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-        f = fopen(path, "r");
-        char line[200];
-        while (f && fgets(line, sizeof(line), f)) {
-            long v;
-            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1)
-                n += v;
-        }
-        if (f)
-            fclose(f);
-    }
-    closedir(d);
-    return n;
+    long n = sum_over_named(name, true);
+    return n < 0 ? 0 : n;
 }
 
 struct thread_count_goal {
