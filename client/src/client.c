@@ -289,6 +289,7 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
         errtext_copy(errstr, errstr_size);
         return err;
     }
+    atomic_init(&c->self_receiving, 0);
     c->conf = *conf;
     c->log.level = c->conf->log_level;
     c->log.debug = c->conf->debug_contexts;

@@ -69,6 +69,8 @@ struct varlog_client {
 
     struct varlog_appender *appenders;         /* open appenders (mu); destroy closes them */
     struct varlog_subscription *subscriptions; /* open subscriptions (mu); destroy closes them */
+    /* Subscriptions whose consumer receives its own messages (subscribe.self.receive.max). */
+    atomic_int self_receiving;
 };
 
 /* Marks the calling thread, for its lifetime, as one of c's own: an appender's, a

@@ -178,13 +178,27 @@ static const conf_property_t props[] = {
              "waits for it (another log stream already holds a later GLSN, so the wanted one "
              "exists) is taken for a hung node and opened again on the next replica. 0 never "
              "does. A subscription tailing an idle topic waits without churn."),
+    INT_PROP("subscribe.self.receive.max", subscribe_self_receive_max, "8", 0, 1000000,
+             "subscriptions",
+             "Subscriptions of a client whose consumer (varlog-sub, or the caller of "
+             "varlog_subscription_next) receives its own messages from gRPC: no hand-off "
+             "between threads, 1.4 instead of 2.5 us of client CPU per entry from a real "
+             "storage node (docs/BENCHMARKS-CLUSTER.md). Past this many, gRPC's I/O thread "
+             "receives for the others and wakes their consumers (subscribe.wakeup.*): with "
+             "hundreds of consumers each waiting inside gRPC's poller, 500 handler "
+             "subscriptions beside 1,000 appenders took three times the CPU of one receiving "
+             "thread (69 against 22 s, test_resource_bounds)."),
     INT_PROP("subscribe.wakeup.entries", subscribe_wakeup_entries, "16", 1, 1000000, "entries",
-             "No effect (accepted so that configurations setting it still open). It batched "
-             "the wake-ups of a subscription's consumer when gRPC's I/O thread received its "
-             "messages; the consumer now receives them itself, with no wake-up to batch."),
+             "For subscriptions past subscribe.self.receive.max: while one is busy (its "
+             "consumer took at least this many entries since it last slept), its consumer "
+             "sleeps until this many messages arrived or subscribe.wakeup.wait.us passed, "
+             "rather than being woken by the I/O thread for each. A subscription that is not "
+             "busy is woken at every entry. 1 wakes it at every entry always."),
     INT_PROP("subscribe.wakeup.wait.us", subscribe_wakeup_wait_us, "500", 0, 10000000, "us",
-             "No effect (accepted so that configurations setting it still open): see "
-             "subscribe.wakeup.entries."),
+             "For subscriptions past subscribe.self.receive.max: the longest a busy "
+             "subscription's consumer waits for subscribe.wakeup.entries messages, the most "
+             "latency the batching adds, only while entries stream in. 0 turns the batching "
+             "off."),
     BOOL_PROP("subscribe.stage.timing", subscribe_stage_timing, "false",
               "Subscriptions time each entry's four stages on the subscribe path (response "
               "arrival -> the subscription's queue -> the merge's hand-out -> the handler or "

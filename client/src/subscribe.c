@@ -23,6 +23,7 @@ static void sub_free(varlog_subscription_t *sub)
     tq_destroy(sub->heap);
     rpc_poller_destroy(sub->poller); /* NULL after sub_streams_done */
     pthread_mutex_destroy(&sub->mu);
+    pthread_cond_destroy(&sub->wake);
     pthread_cond_destroy(&sub->idle);
     free(sub);
 }
@@ -271,22 +272,25 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     atomic_init(&sub->in_client, false);
     atomic_init(&sub->thread_exiting, false);
     pthread_mutex_init(&sub->mu, NULL);
+    wire_cond_init(&sub->wake);
     wire_cond_init(&sub->idle);
     sub->rng = (uint64_t)(uintptr_t)sub ^ (uint64_t)wire_now_ms();
+    int64_t wake = c->conf->subscribe_wakeup_entries;
+    if (wake > c->conf->subscribe_prefetch_entries) /* a full window could never wake it */
+        wake = c->conf->subscribe_prefetch_entries;
+    sub->wakeup_entries = (unsigned)wake;
+    sub->wakeup_wait_us = c->conf->subscribe_wakeup_wait_us;
     sub->retry_timeout_ms = c->conf->subscribe_retry_timeout_ms;
     sub->timing = c->conf->subscribe_stage_timing;
     sub->observer = c->conf->subscribe_observer;
     sub->observer_opaque = c->conf->subscribe_observer_opaque;
 
-    err = rpc_poller_new(&sub->poller);
-    if (err != VARLOG_OK) {
-        tq_destroy(sub->heap);
-        pthread_mutex_destroy(&sub->mu);
-        pthread_cond_destroy(&sub->idle);
-        free(sub);
-        client_leave(c);
-        return errtext_set(err, "%s of topic %d: could not create its completion queue", rq->who,
-                           rq->topic_id);
+    /* Its own poller while the client has fewer than subscribe.self.receive.max; without
+     * one (the limit, or gRPC refused a queue) gRPC's I/O thread receives for it. */
+    if (atomic_fetch_add(&c->self_receiving, 1) >= c->conf->subscribe_self_receive_max ||
+        rpc_poller_new(&sub->poller) != VARLOG_OK) {
+        sub->poller = NULL;
+        atomic_fetch_sub(&c->self_receiving, 1);
     }
     md_view_t *view = md_current(c);
     err = sub_add_log_streams(sub, view);

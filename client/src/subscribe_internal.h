@@ -126,13 +126,21 @@ struct varlog_subscription {
     /* The subscription's streams complete here: the consumer polls it when it has nothing
      * to hand out, so gRPC reads the socket, the message is buffered and the notify hook
      * runs on the consumer's own thread, with no hand-off through gRPC's I/O thread. It
-     * lives until every stream on it finished (sub_streams_done). */
+     * lives until every stream on it finished (sub_streams_done). NULL for a subscription
+     * past the client's subscribe.self.receive.max: its streams complete on gRPC's I/O
+     * thread, whose notify hooks wake the consumer sleeping on `wake`. */
     rpc_poller_t *poller;
+    unsigned wakeup_entries; /* no poller: subscribe.wakeup.entries, at most the prefetch */
+    int64_t wakeup_wait_us;  /* no poller: subscribe.wakeup.wait.us */
+    uint64_t since_sleep;    /* no poller: entries delivered since the consumer last slept */
 
     pthread_mutex_t mu;
+    pthread_cond_t wake;         /* no poller: news, a reopen, closing; the consumer waits on it */
     pthread_cond_t idle;         /* in_next or poller_users reached 0, or shutdown finished */
-    bool waiting;                /* the consumer polls for news */
+    bool waiting;                /* the consumer polls (or sleeps on wake) for news */
     bool kicked;                 /* ... and was kicked out of that poll already */
+    bool batching;               /* no poller: it sleeps until wakeup_entries messages came */
+    unsigned news_count;         /* no poller: hook calls since the consumer took the news */
     unsigned poller_users;       /* engine tasks opening a stream on poller or kicking it */
     sub_ls_t *news;              /* log streams with news (queued) */
     bool closing;                /* close or client destroy began */

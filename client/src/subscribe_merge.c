@@ -72,6 +72,10 @@ void sub_wake(varlog_subscription_t *sub)
 {
     pthread_mutex_lock(&sub->mu);
     bool kick = wake_locked(sub);
+    if (kick && !sub->poller) {
+        pthread_cond_signal(&sub->wake);
+        kick = false;
+    }
     if (kick)
         sub->poller_users++; /* a close waits for the kick before the poller goes */
     pthread_mutex_unlock(&sub->mu);
@@ -85,16 +89,25 @@ void sub_wake(varlog_subscription_t *sub)
 }
 
 /* The stream's notify hook, with the stream's lock held: a message or the stream's end is
- * ready. It runs inside the consumer's poll (the subscription's streams complete on its
- * poller), which returns after it: no wake-up to send. */
+ * ready. With a poller it runs inside the consumer's poll, which returns after it: no
+ * wake-up to send. Without, it runs on gRPC's I/O thread and wakes a sleeping consumer (a
+ * busy one only once wakeup_entries messages came: a wake-up is a futex call here and a
+ * context switch there, several times the library's own work per entry). */
 static void ls_notify(void *arg)
 {
     sub_ls_t *ls = arg;
     varlog_subscription_t *sub = ls->sub;
-    bump(&ls->received, 1);
+    bump(&ls->received, 1); /* one writer: the poll's owner, or the I/O thread */
     pthread_mutex_lock(&sub->mu);
     queue_news_locked(sub, ls);
+    bool wake = false;
+    if (!sub->poller) {
+        sub->news_count++;
+        wake = sub->waiting && (!sub->batching || sub->news_count >= sub->wakeup_entries);
+    }
     pthread_mutex_unlock(&sub->mu);
+    if (wake)
+        pthread_cond_signal(&sub->wake);
 }
 
 static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
@@ -143,8 +156,10 @@ static void retry_after(void *arg)
     /* Both before poller_users drops, while the poller is certainly there. */
     if (closing)
         rpc_stream_destroy(rpc);
-    if (kick)
+    if (kick && sub->poller)
         rpc_poller_kick(sub->poller);
+    else if (kick)
+        pthread_cond_signal(&sub->wake);
     pthread_mutex_lock(&sub->mu);
     if (--sub->poller_users == 0)
         pthread_cond_broadcast(&sub->idle);
@@ -463,8 +478,11 @@ void sub_streams_done(varlog_subscription_t *sub)
     pthread_mutex_unlock(&sub->mu);
     sub_release_streams(sub);
     /* The streams' last completions (their cancellation) run here; then the queue goes. */
-    rpc_poller_destroy(sub->poller);
-    sub->poller = NULL;
+    if (sub->poller) {
+        rpc_poller_destroy(sub->poller);
+        sub->poller = NULL;
+        atomic_fetch_sub(&sub->c->self_receiving, 1);
+    }
 }
 
 void sub_release_streams(varlog_subscription_t *sub)
@@ -585,6 +603,7 @@ static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
         return VARLOG_ERR_CLOSED;
     }
     sub_ls_t *list = NULL;
+    sub->news_count = 0;
     for (sub_ls_t *ls = sub->news; ls; ls = ls->next) {
         ls->queued = false;
         ls->work_reopen = ls->reopen;
@@ -606,6 +625,32 @@ static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
  * in cost no wake-up of another thread and no hand-off (a message already received comes
  * back from the poll without a system call). Retry tasks, gap lookups and a close kick the
  * poll. */
+/* No poller: sleeps on wake until until (mu held, waiting set). A busy subscription
+ * (subscribe.wakeup.entries delivered since the last sleep) asks the hook to wake it only
+ * once that many messages arrived, for at most subscribe.wakeup.wait.us. */
+static void sleep_on_wake_locked(varlog_subscription_t *sub, int64_t until, int64_t now)
+{
+    int64_t wait_us = (until - now) * 1000;
+    bool batching = sub->wakeup_wait_us > 0 && sub->wakeup_entries > 1 &&
+                    sub->since_sleep >= sub->wakeup_entries;
+    if (batching && wait_us > sub->wakeup_wait_us)
+        wait_us = sub->wakeup_wait_us;
+    sub->since_sleep = 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(wait_us / 1000000);
+    ts.tv_nsec += (long)(wait_us % 1000000) * 1000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    sub->batching = batching;
+    sub->waits++;
+    pthread_cond_timedwait(&sub->wake, &sub->mu, &ts);
+    sub->batching = false;
+    sub->waiting = false;
+}
+
 static varlog_err_t wait_news(varlog_subscription_t *sub, int64_t deadline_ms, int64_t now)
 {
     if (deadline_ms >= 0 && now >= deadline_ms)
@@ -619,6 +664,10 @@ static varlog_err_t wait_news(varlog_subscription_t *sub, int64_t deadline_ms, i
     if (poll) {
         sub->waiting = true;
         sub->kicked = false;
+    }
+    if (poll && !sub->poller) {
+        sleep_on_wake_locked(sub, until, now);
+        poll = false;
     }
     pthread_mutex_unlock(&sub->mu);
     if (!poll)
@@ -715,6 +764,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 sub->blocked_since_ms = 0;
                 bump(&sub->n_entries, 1);
                 sub->quick_polls = 0;
+                sub->since_sleep++;
                 bump(&sub->n_bytes, ls->head.len);
                 atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
                 return VARLOG_OK;
@@ -747,7 +797,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
          * messages streaming in are there): taken without a clock read or a sleep. Bounded,
          * so that a stream of messages the merge cannot use yet still lets the checks and
          * the caller's deadline run. */
-        if (sub->quick_polls < QUICK_POLLS_MAX) {
+        if (sub->poller && sub->quick_polls < QUICK_POLLS_MAX) {
             sub->quick_polls++;
             if (rpc_poller_poll_ready(sub->poller) != RPC_POLL_TIMEOUT)
                 continue;

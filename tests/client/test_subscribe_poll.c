@@ -26,6 +26,7 @@
 
 #include "client_fixture.h"
 #include "rpc_client.h"
+#include "subscribe_internal.h"
 #include "subscribe_test_util.h"
 #include "test_support.h"
 #include "varlog/subscribe.h"
@@ -266,6 +267,37 @@ static void test_close_races_a_reopen(void **state)
     cf_stop(&f);
 }
 
+/* subscribe.self.receive.max 1: the first subscription receives its own messages, the
+ * second (past the limit) is received by the I/O thread, both read everything in order; once
+ * the first closes, a new one takes its place. */
+static void test_self_receive_max(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "subscribe.self.receive.max", "1", NULL);
+    append_n(f.client, 300);
+    varlog_subscription_t *a = NULL, *b = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 301, &a), VARLOG_OK);
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 301, &b), VARLOG_OK);
+    assert_non_null(a->poller);
+    assert_null(b->poller);
+    varlog_entry_t e;
+    for (uint64_t g = 1; g <= 300; g++) {
+        assert_int_equal(varlog_subscription_next(a, cf_wait_bound_ms(), &e), VARLOG_OK);
+        assert_int_equal(e.meta.glsn, g);
+        assert_int_equal(varlog_subscription_next(b, cf_wait_bound_ms(), &e), VARLOG_OK);
+        assert_int_equal(e.meta.glsn, g);
+    }
+    varlog_subscription_close(&a);
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, 301, &a), VARLOG_OK);
+    assert_non_null(a->poller);
+    assert_int_equal(varlog_subscription_next(a, cf_wait_bound_ms(), &e), VARLOG_OK);
+    assert_int_equal(e.meta.glsn, 1);
+    varlog_subscription_close(&a);
+    varlog_subscription_close(&b);
+    cf_stop(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -275,6 +307,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_next_from_alternating_threads),
         cmocka_unit_test(test_close_kicks_a_polling_next),
         cmocka_unit_test(test_close_races_a_reopen),
+        cmocka_unit_test(test_self_receive_max),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);

@@ -63,6 +63,7 @@ static const struct prop_case cases[] = {
     {"subscribe.retry.backoff.ms", "50", "1", "50ms", "0", "60001", "[1, 60000]"},
     {"subscribe.retry.backoff.max.ms", "2000", "600000", "2s", "0", "600001", "[1, 600000]"},
     {"subscribe.stall.timeout.ms", "5000", "0", "5s", "-1", "3600001", "[0, 3600000]"},
+    {"subscribe.self.receive.max", "8", "0", "eight", "-1", "1000001", "[0, 1000000]"},
     {"subscribe.wakeup.entries", "16", "1", "sixteen", "0", "1000001", "[1, 1000000]"},
     {"subscribe.wakeup.wait.us", "500", "0", "500us", "-1", "10000001", "[0, 10000000]"},
     {"subscribe.stage.timing", "false", "true", "sometimes", NULL, NULL, NULL},

@@ -26,7 +26,12 @@
  * (nothing batches them). While the application holds the consumer (inside a handler, or
  * between calls of varlog_subscription_next) the subscription reads nothing: what the
  * storage node sends meanwhile waits in the connection, bounded by gRPC's flow control, and
- * is taken when the consumer comes back.
+ * is taken when the consumer comes back. This holds for the first subscribe.self.receive.max
+ * (8) subscriptions open at once on a client; past them gRPC's I/O thread receives for the
+ * others and wakes their consumers, once per subscribe.wakeup.entries messages while entries
+ * stream in (adding at most subscribe.wakeup.wait.us of latency, 500 us), at every entry
+ * otherwise: hundreds of consumers each waiting inside gRPC cost more than one thread
+ * receiving for them all.
  *
  * Memory is bounded whatever the range: per log stream at most subscribe.prefetch.entries
  * entries and subscribe.prefetch.bytes bytes are buffered (plus the one being merged), which
@@ -34,8 +39,6 @@
  * slower than the writers stops the receives, and gRPC's flow control stops the storage
  * node. Entries are read in place from the received messages: nothing is copied and nothing
  * is allocated per entry by the library (gRPC allocates each message it receives).
- * (subscribe.wakeup.entries and subscribe.wakeup.wait.us, which batched the wake-ups of a
- * consumer when another thread received, are accepted and have no effect.)
  *
  * Failures: a log stream's stream that breaks (connection lost, node restarting, a
  * malformed message) is opened again, on the next replica, from the first GLSN not yet
