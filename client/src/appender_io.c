@@ -101,12 +101,19 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
             send_hist = &mf->send;
         }
         if (app->timed) {
+            /* One atomic add per run of calls in one bucket, not several per call: a
+             * batch's calls, appended one after the other, fall in few buckets. */
             int64_t now_ns = stats_now_ns();
+            vhist_run_t latency;
+            metrics_hist_run_t send;
+            vhist_run_begin(&latency, b->err == VARLOG_OK ? &st->latency : NULL);
+            metrics_hist_run_begin(&send, send_hist);
             for (uint32_t i = 0; i < b->n_calls; i++) {
-                if (b->err == VARLOG_OK)
-                    vhist_record(&st->latency, now_ns - b->calls[i].t_ns);
-                metrics_hist_record(send_hist, now_ns - b->calls[i].t_ns);
+                vhist_run_add(&latency, now_ns - b->calls[i].t_ns);
+                metrics_hist_run_add(&send, now_ns - b->calls[i].t_ns);
             }
+            vhist_run_end(&latency);
+            metrics_hist_run_end(&send);
         }
         if (b->err == VARLOG_OK)
             stats_add_log_stream(st, app->topic_id, b->metas[0].log_stream_id, b->n_records,

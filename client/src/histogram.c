@@ -123,6 +123,52 @@ void vhist_record(vhist_t *h, int64_t value)
     vhist_record_n(h, value, 1);
 }
 
+void vhist_run_begin(vhist_run_t *r, vhist_t *h)
+{
+    *r = (vhist_run_t){.h = h && h->buckets ? h : NULL, .min = INT64_MAX, .max = -1};
+}
+
+static void run_flush_bucket(vhist_run_t *r)
+{
+    if (r->in_bucket)
+        atomic_fetch_add_explicit(&r->h->buckets[r->bucket], r->in_bucket, memory_order_relaxed);
+    r->in_bucket = 0;
+}
+
+void vhist_run_add(vhist_run_t *r, int64_t value)
+{
+    if (!r->h)
+        return;
+    if (value < 0)
+        value = 0;
+    uint32_t b = bucket_of(r->h->sub_bits, (uint64_t)value);
+    if (b != r->bucket || r->in_bucket == 0) {
+        run_flush_bucket(r);
+        r->bucket = b;
+    }
+    r->in_bucket++;
+    r->count++;
+    uint64_t lo = r->sum_lo + (uint64_t)value;
+    r->sum_hi += lo < r->sum_lo;
+    r->sum_lo = lo;
+    if (value < r->min)
+        r->min = value;
+    if (value > r->max)
+        r->max = value;
+}
+
+void vhist_run_end(vhist_run_t *r)
+{
+    if (!r->h || r->count == 0)
+        return;
+    run_flush_bucket(r);
+    atomic_fetch_add_explicit(&r->h->count, r->count, memory_order_relaxed);
+    add_sum(r->h, ((vhist_u128)r->sum_hi << 64) | r->sum_lo);
+    lower_min(r->h, r->min);
+    raise_max(r->h, r->max);
+    r->count = 0;
+}
+
 int vhist_merge(vhist_t *dst, const vhist_t *src)
 {
     if (!dst || !src || !dst->buckets || !src->buckets || dst->sub_bits != src->sub_bits)

@@ -54,6 +54,25 @@ void vhist_destroy(vhist_t *h);
 void vhist_record(vhist_t *h, int64_t value);
 void vhist_record_n(vhist_t *h, int64_t value, uint64_t n);
 
+/* Values one thread records in a row (a batch's calls, say), folded so that each run of
+ * values in one bucket costs one atomic add, and the count, sum, min and max one update for
+ * the whole run: the histogram ends up exactly as if each value had been recorded with
+ * vhist_record, once vhist_run_end returned (a read meanwhile sees none of the run's values
+ * not yet flushed). On the recording thread's stack; no allocation. */
+typedef struct vhist_run {
+    vhist_t *h;
+    uint32_t bucket;    /* of the values not flushed yet */
+    uint64_t in_bucket; /* how many (0: none) */
+    uint64_t count;
+    uint64_t sum_lo, sum_hi;
+    int64_t min, max;
+} vhist_run_t;
+
+void vhist_run_begin(vhist_run_t *r, vhist_t *h);
+/* As vhist_record (a negative value counts as 0). */
+void vhist_run_add(vhist_run_t *r, int64_t value);
+void vhist_run_end(vhist_run_t *r);
+
 /* Adds every value of src to dst, as if each had been recorded into dst. Returns 0, or -1
  * (dst unchanged) when the two have different sub_bits or either is NULL. */
 int vhist_merge(vhist_t *dst, const vhist_t *src);

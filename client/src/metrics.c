@@ -11,16 +11,53 @@ const int64_t metrics_duration_bounds_ns[METRICS_DURATION_BUCKETS] = {
 const char *const metrics_stage_names[METRICS_STAGES] = {"enqueue", "transmit_queue", "dispatch",
                                                          "handler"};
 
+static size_t duration_bucket(int64_t ns)
+{
+    size_t i = 0;
+    while (i < METRICS_DURATION_BUCKETS && ns > metrics_duration_bounds_ns[i])
+        i++;
+    return i;
+}
+
 void metrics_hist_record(metrics_hist_t *h, int64_t ns)
 {
     if (ns < 0)
         ns = 0;
-    size_t i = 0;
-    while (i < METRICS_DURATION_BUCKETS && ns > metrics_duration_bounds_ns[i])
-        i++;
-    atomic_fetch_add_explicit(&h->buckets[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->buckets[duration_bucket(ns)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+}
+
+void metrics_hist_run_begin(metrics_hist_run_t *r, metrics_hist_t *h)
+{
+    *r = (metrics_hist_run_t){.h = h};
+}
+
+void metrics_hist_run_add(metrics_hist_run_t *r, int64_t ns)
+{
+    if (ns < 0)
+        ns = 0;
+    size_t b = duration_bucket(ns);
+    if (b != r->bucket || r->in_bucket == 0) {
+        if (r->in_bucket)
+            atomic_fetch_add_explicit(&r->h->buckets[r->bucket], r->in_bucket,
+                                      memory_order_relaxed);
+        r->bucket = b;
+        r->in_bucket = 0;
+    }
+    r->in_bucket++;
+    r->count++;
+    r->sum_ns += (uint64_t)ns;
+}
+
+void metrics_hist_run_end(metrics_hist_run_t *r)
+{
+    if (r->count == 0)
+        return;
+    atomic_fetch_add_explicit(&r->h->buckets[r->bucket], r->in_bucket, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->h->sum_ns, r->sum_ns, memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->h->count, r->count, memory_order_relaxed);
+    r->count = r->in_bucket = r->sum_ns = 0;
 }
 
 /* Claims or finds key in an open-addressed table of slots whose first member is the key. */

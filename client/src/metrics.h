@@ -90,6 +90,20 @@ typedef struct client_metrics {
 /* Records one duration (ns; a negative one counts as 0). Lock-free, any thread. */
 void metrics_hist_record(metrics_hist_t *h, int64_t ns);
 
+/* As vhist_run_t (histogram.h) for metrics_hist_t: one thread's values in a row, one atomic
+ * add per run of values in one bucket and one for the count and the sum; exactly as if each
+ * was recorded with metrics_hist_record once metrics_hist_run_end returned. */
+typedef struct metrics_hist_run {
+    metrics_hist_t *h;
+    size_t bucket;      /* of the values not flushed yet */
+    uint64_t in_bucket; /* how many (0: none) */
+    uint64_t count, sum_ns;
+} metrics_hist_run_t;
+
+void metrics_hist_run_begin(metrics_hist_run_t *r, metrics_hist_t *h);
+void metrics_hist_run_add(metrics_hist_run_t *r, int64_t ns);
+void metrics_hist_run_end(metrics_hist_run_t *r);
+
 /* The series of (topic, ls), claimed on first call; &m->untracked once the table is full.
  * Never NULL. Lock-free, any thread; a linear probe: keep the pointer on a hot path. */
 metrics_series_t *metrics_series_get(client_metrics_t *m, int32_t topic, int32_t ls);

@@ -12,11 +12,13 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "histogram.h"
+#include "metrics.h"
 #include "test_support.h"
 
 static const double pcts[] = {0,  0.1, 1,  5,    10,   25,    33.3,   50,
@@ -361,6 +363,81 @@ static void test_record_n(void **state)
     vhist_destroy(&b);
 }
 
+/* Equal in every counter: buckets, count, sum, min, max. */
+static void assert_same(vhist_t *a, vhist_t *b)
+{
+    assert_int_equal(a->nbuckets, b->nbuckets);
+    for (uint32_t i = 0; i < a->nbuckets; i++)
+        if (atomic_load(&a->buckets[i]) != atomic_load(&b->buckets[i]))
+            fail_msg("bucket %u: %llu against %llu", i, (unsigned long long)a->buckets[i],
+                     (unsigned long long)b->buckets[i]);
+    assert_int_equal(atomic_load(&a->count), atomic_load(&b->count));
+    assert_int_equal(atomic_load(&a->sum_lo), atomic_load(&b->sum_lo));
+    assert_int_equal(atomic_load(&a->sum_hi), atomic_load(&b->sum_hi));
+    assert_int_equal(atomic_load(&a->min), atomic_load(&b->min));
+    assert_int_equal(atomic_load(&a->max), atomic_load(&b->max));
+}
+
+/* A run leaves the histogram exactly as recording each value would: runs of one bucket,
+ * values changing bucket at every step, negatives, sums past 64 bits, an empty run, and a
+ * run into a histogram that already holds values. */
+static void test_run_equals_records(void **state)
+{
+    (void)state;
+    for (int shape = 0; shape < 5; shape++) {
+        vhist_t a, b;
+        assert_int_equal(vhist_init(&a, 0), 0);
+        assert_int_equal(vhist_init(&b, 0), 0);
+        vhist_record(&a, 777);
+        vhist_record(&b, 777);
+        vhist_run_t r;
+        vhist_run_begin(&r, &a);
+        for (int i = 0; i < 3000; i++) {
+            int64_t v = shape == 0   ? 5000 + i / 100                      /* long runs */
+                        : shape == 1 ? (int64_t)(rng() % 100000000ull)     /* a new bucket each */
+                        : shape == 2 ? (int64_t)(rng() % 2000) - 1000      /* negatives */
+                        : shape == 3 ? INT64_MAX - (int64_t)(rng() % 1000) /* sum carries */
+                                     : 300000 - i;                         /* decreasing */
+            vhist_run_add(&r, v);
+            vhist_record(&b, v);
+        }
+        vhist_run_end(&r);
+        assert_same(&a, &b);
+        vhist_run_begin(&r, &a); /* empty: nothing changes */
+        vhist_run_end(&r);
+        assert_same(&a, &b);
+        vhist_destroy(&a);
+        vhist_destroy(&b);
+    }
+    vhist_run_t none; /* a run into no histogram records nothing and does not crash */
+    vhist_run_begin(&none, NULL);
+    vhist_run_add(&none, 5);
+    vhist_run_end(&none);
+}
+
+/* The exposition histogram's run, likewise: every bucket, the count and the sum. */
+static void test_metrics_run_equals_records(void **state)
+{
+    (void)state;
+    static metrics_hist_t a, b; /* zero: empty */
+    metrics_hist_record(&a, 42);
+    metrics_hist_record(&b, 42);
+    metrics_hist_run_t r;
+    metrics_hist_run_begin(&r, &a);
+    for (int i = 0; i < 5000; i++) {
+        int64_t v = i % 3 ? (int64_t)(rng() % 20000000000ull) - 1000 : 2000000 - i * 300;
+        metrics_hist_run_add(&r, v);
+        metrics_hist_record(&b, v);
+    }
+    metrics_hist_run_end(&r);
+    metrics_hist_run_begin(&r, &a);
+    metrics_hist_run_end(&r);
+    for (int i = 0; i <= METRICS_DURATION_BUCKETS; i++)
+        assert_int_equal(atomic_load(&a.buckets[i]), atomic_load(&b.buckets[i]));
+    assert_int_equal(atomic_load(&a.count), atomic_load(&b.count));
+    assert_int_equal(atomic_load(&a.sum_ns), atomic_load(&b.sum_ns));
+}
+
 enum { THREADS = 4 };
 
 typedef struct rec_arg {
@@ -405,14 +482,24 @@ static void test_concurrent_record(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_uniform),      cmocka_unit_test(test_exponential),
-        cmocka_unit_test(test_constant),     cmocka_unit_test(test_two_spikes),
-        cmocka_unit_test(test_zero),         cmocka_unit_test(test_huge),
-        cmocka_unit_test(test_small_exact),  cmocka_unit_test(test_wide),
-        cmocka_unit_test(test_bucket_edges), cmocka_unit_test(test_negative_is_zero),
-        cmocka_unit_test(test_empty),        cmocka_unit_test(test_bad_init),
-        cmocka_unit_test(test_rank),         cmocka_unit_test(test_merge_equals_both),
-        cmocka_unit_test(test_record_n),     cmocka_unit_test(test_concurrent_record),
+        cmocka_unit_test(test_uniform),
+        cmocka_unit_test(test_exponential),
+        cmocka_unit_test(test_constant),
+        cmocka_unit_test(test_two_spikes),
+        cmocka_unit_test(test_zero),
+        cmocka_unit_test(test_huge),
+        cmocka_unit_test(test_small_exact),
+        cmocka_unit_test(test_wide),
+        cmocka_unit_test(test_bucket_edges),
+        cmocka_unit_test(test_negative_is_zero),
+        cmocka_unit_test(test_empty),
+        cmocka_unit_test(test_bad_init),
+        cmocka_unit_test(test_rank),
+        cmocka_unit_test(test_merge_equals_both),
+        cmocka_unit_test(test_record_n),
+        cmocka_unit_test(test_run_equals_records),
+        cmocka_unit_test(test_metrics_run_equals_records),
+        cmocka_unit_test(test_concurrent_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
