@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "harness.h"
+#include "metadata.h"
 
 int bench_client_open(const char *address, const char *const *extra, varlog_client_t **out)
 {
@@ -74,4 +75,20 @@ bool bench_target_flag(int argc, char **argv, int *i, const bench_target_flags_t
     if (!*ok && !v)
         fprintf(stderr, "%s: %s needs a value\n", argv[0], flag);
     return true;
+}
+
+int bench_primary_of(varlog_client_t *client, int32_t topic, int32_t log_stream, char *out,
+                     size_t cap)
+{
+    md_view_t *v = md_current(client);
+    const md_log_stream_t *ls = md_view_log_stream(v, topic, log_stream);
+    int rc = -1;
+    if (!ls)
+        fprintf(stderr, "no log stream %d in topic %d\n", log_stream, topic);
+    else if (!ls->primary)
+        fprintf(stderr, "log stream %d of topic %d has no known primary\n", log_stream, topic);
+    else if (snprintf(out, cap, "%s", ls->primary) < (int)cap)
+        rc = 0;
+    md_view_unref(v);
+    return rc;
 }

@@ -4,6 +4,7 @@
 /* What the network benchmarks (bench_append, bench_subscribe, bench_server_append) share:
  * their client and the flags that say what to run against. */
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "varlog/varlog.h"
@@ -16,6 +17,11 @@ int bench_client_open(const char *address, const char *const *extra, varlog_clie
 /* Where a benchmark's flags go: -inproc, -mr HOST:PORT[,...], -server PATH, -topic ID,
  * -logstream ID (at least logstream_min) and, where size is not NULL, -size BYTES (1 to
  * size_max). The program's own defaults stay where a flag is not given. */
+/* Into out (cap bytes): the address of the primary storage node of topic's log_stream in
+ * client's metadata. 0, or -1 after a message on stderr naming what is missing. */
+int bench_primary_of(varlog_client_t *client, int32_t topic, int32_t log_stream, char *out,
+                     size_t cap);
+
 typedef struct bench_target_flags {
     bool *inproc;
     const char **cluster_address, **server_program;

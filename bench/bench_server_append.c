@@ -55,7 +55,6 @@
 #include "bench_client.h"
 #include "child_server.h"
 #include "harness.h"
-#include "metadata.h"
 #include "varlog/server.h"
 #include "wire.h"
 
@@ -396,18 +395,9 @@ static int cluster_target(env_t *e)
     varlog_client_t *client = NULL;
     if (bench_client_open(cluster_address, NULL, &client) != 0)
         return -1;
-    md_view_t *v = md_current(client);
-    const md_log_stream_t *ls = md_view_log_stream(v, topic_id, log_stream_id);
-    int rc = -1;
-    if (!ls)
-        fprintf(stderr, "%s: no log stream %d in topic %d\n", cluster_address, log_stream_id,
-                topic_id);
-    else if (!ls->primary)
-        fprintf(stderr, "%s: log stream %d of topic %d has no known primary\n", cluster_address,
-                log_stream_id, topic_id);
-    else if (snprintf(e->addr, sizeof(e->addr), "%s", ls->primary) < (int)sizeof(e->addr))
-        rc = 0;
-    md_view_unref(v);
+    int rc = bench_primary_of(client, topic_id, log_stream_id, e->addr, sizeof(e->addr));
+    if (rc != 0)
+        fprintf(stderr, "(the cluster at %s)\n", cluster_address);
     varlog_client_destroy(client);
     return rc;
 }

@@ -15,7 +15,6 @@
 #include "bench_subscribe.h"
 #include "child_server.h"
 #include "harness.h"
-#include "metadata.h"
 
 static int env_client_open(env_t *e);
 
@@ -181,22 +180,6 @@ static int mr_find_log(env_t *e, const int32_t *ids, size_t n)
     return 0;
 }
 
-/* -mr: the address of the primary storage node of the floor's log stream, from the
- * library's metadata; 0, or -1 after a message on stderr. */
-static int primary_of(const env_t *e, char *node, size_t cap)
-{
-    md_view_t *v = md_current(e->client);
-    const md_log_stream_t *ls = md_view_log_stream(v, topic_id, e->log_stream);
-    int rc = -1;
-    if (!ls || !ls->primary)
-        fprintf(stderr, "%s: log stream %d of topic %d has no known primary\n", cluster_address,
-                e->log_stream, topic_id);
-    else if (snprintf(node, cap, "%s", ls->primary) < (int)cap)
-        rc = 0;
-    md_view_unref(v);
-    return rc;
-}
-
 void *env_setup(const void *arg)
 {
     const scase_t *c = arg;
@@ -240,7 +223,8 @@ void *env_setup(const void *arg)
     e->log_stream = cluster_address && mr_log_stream ? mr_log_stream : ids[0];
     if (c->form == F_GRPC_FLOOR) {
         char node[256];
-        if (cluster_address && primary_of(e, node, sizeof(node)) != 0)
+        if (cluster_address &&
+            bench_primary_of(e->client, topic_id, e->log_stream, node, sizeof(node)) != 0)
             goto fail;
         floor_open(e, cluster_address ? node : address);
     }

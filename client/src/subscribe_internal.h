@@ -193,17 +193,13 @@ int64_t sub_check_interval_ms(const varlog_subscription_t *sub);
 
 /* subscribe_wait.c */
 
-/* Whether the consumer waits for news and was not woken from that wait yet; it then counts
- * as woken (the caller kicks its poller, or signals wake without one). mu held. */
-bool sub_wake_locked(varlog_subscription_t *sub);
-
 /* Waits for news until deadline_ms or the next check (now: the clock read just before);
  * TIMED_OUT once deadline_ms passed. Consumer only. */
 varlog_err_t sub_wait_news(varlog_subscription_t *sub, int64_t deadline_ms, int64_t now);
 
 /* Makes a consumer that polls for news return from its poll, to see what another thread
- * changed under mu (closing, a gap's answer). Without mu held; any thread. Kicks at most once
- * per poll (each kick costs gRPC an allocation), and never a poller already gone. */
+ * changed under mu (closing, a reopened stream, a gap's answer). Without mu held; any thread. Kicks
+ * at most once per poll (each kick costs gRPC an allocation), and never a poller already gone. */
 void sub_wake(varlog_subscription_t *sub);
 
 /* subscribe_gap.c */

@@ -115,21 +115,17 @@ static void retry_after(void *arg)
         rpc = NULL;
     pthread_mutex_lock(&sub->mu);
     closing = sub->closing;
-    bool kick = false;
     if (!closing) {
         ls->pending_rpc = rpc;
         ls->reopen = true;
         queue_news_locked(sub, ls);
-        kick = sub_wake_locked(sub);
     }
     pthread_mutex_unlock(&sub->mu);
-    /* Both before poller_users drops, while the poller is certainly there. */
+    /* Either before poller_users drops, while the poller is certainly there. */
     if (closing)
         rpc_stream_destroy(rpc);
-    if (kick && sub->poller)
-        rpc_poller_kick(sub->poller);
-    else if (kick)
-        pthread_cond_signal(&sub->wake);
+    else
+        sub_wake(sub);
     pthread_mutex_lock(&sub->mu);
     if (--sub->poller_users == 0)
         pthread_cond_broadcast(&sub->idle);

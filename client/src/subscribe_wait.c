@@ -7,7 +7,7 @@
 
 /* Whether the consumer polls for news and was not kicked out of that poll yet; it then
  * counts as kicked. mu held. */
-bool sub_wake_locked(varlog_subscription_t *sub)
+static bool wake_locked(varlog_subscription_t *sub)
 {
     if (!sub->waiting || sub->kicked)
         return false;
@@ -18,7 +18,7 @@ bool sub_wake_locked(varlog_subscription_t *sub)
 void sub_wake(varlog_subscription_t *sub)
 {
     pthread_mutex_lock(&sub->mu);
-    bool kick = sub_wake_locked(sub);
+    bool kick = wake_locked(sub);
     if (kick && !sub->poller) {
         pthread_cond_signal(&sub->wake);
         kick = false;

@@ -87,6 +87,16 @@ static void dispatch(grpc_event ev)
     tag->fn(tag, ev.success != 0);
 }
 
+/* One completion from p's queue until deadline, run. */
+static rpc_poll_t poll_until(rpc_poller_t *p, gpr_timespec deadline)
+{
+    grpc_event ev = grpc_completion_queue_next(p->cq, deadline, NULL);
+    if (ev.type != GRPC_OP_COMPLETE)
+        return RPC_POLL_TIMEOUT;
+    dispatch(ev);
+    return ev.tag == &p->kick.tag ? RPC_POLL_KICKED : RPC_POLL_RAN;
+}
+
 rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms)
 {
     int64_t left = -1; /* wire_deadline's "none" */
@@ -95,20 +105,12 @@ rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms)
         if (left < 0)
             left = 0;
     }
-    grpc_event ev = grpc_completion_queue_next(p->cq, wire_deadline(left), NULL);
-    if (ev.type != GRPC_OP_COMPLETE)
-        return RPC_POLL_TIMEOUT;
-    dispatch(ev);
-    return ev.tag == &p->kick.tag ? RPC_POLL_KICKED : RPC_POLL_RAN;
+    return poll_until(p, wire_deadline(left));
 }
 
 rpc_poll_t rpc_poller_poll_ready(rpc_poller_t *p)
 {
-    grpc_event ev = grpc_completion_queue_next(p->cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
-    if (ev.type != GRPC_OP_COMPLETE)
-        return RPC_POLL_TIMEOUT;
-    dispatch(ev);
-    return ev.tag == &p->kick.tag ? RPC_POLL_KICKED : RPC_POLL_RAN;
+    return poll_until(p, gpr_inf_past(GPR_CLOCK_MONOTONIC));
 }
 
 void rpc_poller_kick(rpc_poller_t *p)

@@ -492,6 +492,13 @@ size_t stu_buffered_max(varlog_subscription_t *sub, size_t *n_ls)
     return max;
 }
 
+void *stu_next_call_main(void *call)
+{
+    stu_next_call_t *n = call;
+    n->rc = varlog_subscription_next(n->sub, n->timeout_ms, &n->e);
+    return NULL;
+}
+
 bool stu_next_sleeping(varlog_subscription_t *sub)
 {
     pthread_mutex_lock(&sub->mu);

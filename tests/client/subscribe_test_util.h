@@ -157,6 +157,17 @@ void stu_trim_raw(varlog_server_t *srv, int32_t topic, uint64_t glsn);
  * in the iterator form, or a handler blocked in on_entry). Returns the largest. */
 size_t stu_buffered_max(varlog_subscription_t *sub, size_t *n_ls);
 
+/* One varlog_subscription_next call, for a thread of its own (stu_next_call_main): the
+ * caller fills sub and timeout_ms, and reads rc and e once the thread was joined. */
+typedef struct stu_next_call {
+    varlog_subscription_t *sub;
+    int64_t timeout_ms;
+    varlog_err_t rc;
+    varlog_entry_t e;
+} stu_next_call_t;
+
+void *stu_next_call_main(void *call);
+
 /* True while a varlog_subscription_next call sleeps waiting for news. */
 bool stu_next_sleeping(varlog_subscription_t *sub);
 

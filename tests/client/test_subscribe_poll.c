@@ -141,20 +141,6 @@ static void test_handler_reads_on_its_own_thread(void **state)
     cf_stop(&f);
 }
 
-typedef struct next_call {
-    varlog_subscription_t *sub;
-    int64_t timeout_ms;
-    varlog_err_t rc;
-    varlog_entry_t e;
-} next_call_t;
-
-static void *call_next(void *arg)
-{
-    next_call_t *n = arg;
-    n->rc = varlog_subscription_next(n->sub, n->timeout_ms, &n->e);
-    return NULL;
-}
-
 static bool next_sleeping(void *arg)
 {
     return stu_next_sleeping(arg);
@@ -170,9 +156,9 @@ static void test_trickle_delivered_one_by_one(void **state)
     varlog_subscription_t *sub = NULL;
     assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
     for (uint64_t g = 1; g <= 5; g++) {
-        next_call_t n = {.sub = sub, .timeout_ms = -1};
+        stu_next_call_t n = {.sub = sub, .timeout_ms = -1};
         pthread_t th;
-        assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+        assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
         assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
         append_n(f.client, 1);
         pthread_join(th, NULL);
@@ -196,12 +182,12 @@ static void test_next_from_alternating_threads(void **state)
     for (uint64_t g = 1; g <= 400; g++) {
         if (g == 201)
             append_n(f.client, 200); /* the rest comes while the subscription tails */
-        next_call_t n = {.sub = sub, .timeout_ms = cf_wait_bound_ms()};
+        stu_next_call_t n = {.sub = sub, .timeout_ms = cf_wait_bound_ms()};
         if (g % 2) {
-            call_next(&n);
+            stu_next_call_main(&n);
         } else {
             pthread_t th;
-            assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+            assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
             pthread_join(th, NULL);
         }
         assert_int_equal(n.rc, VARLOG_OK);
@@ -220,9 +206,9 @@ static void test_close_kicks_a_polling_next(void **state)
     cf_start(&f, 1, 2, NULL);
     varlog_subscription_t *sub = NULL;
     assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
-    next_call_t n = {.sub = sub, .timeout_ms = -1};
+    stu_next_call_t n = {.sub = sub, .timeout_ms = -1};
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+    assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
     assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
     long before = atomic_load(&g_kicks);
     varlog_subscription_close(&sub);

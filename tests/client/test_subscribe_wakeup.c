@@ -89,19 +89,6 @@ static varlog_subscription_t *busy_iterator(client_fixture_t *f, uint64_t *glsn)
     return sub;
 }
 
-typedef struct next_call {
-    varlog_subscription_t *sub;
-    varlog_err_t rc;
-    varlog_entry_t e;
-} next_call_t;
-
-static void *call_next(void *arg)
-{
-    next_call_t *n = arg;
-    n->rc = varlog_subscription_next(n->sub, WAIT_MS + cf_wait_bound_ms(), &n->e);
-    return NULL;
-}
-
 /* After a burst the consumer asks for a batch; a single entry still comes, once the wait
  * ends. Entries that then trickle in one at a time wake it each. */
 static void test_busy_batches_trickle_does_not(void **state)
@@ -113,9 +100,9 @@ static void test_busy_batches_trickle_does_not(void **state)
     uint64_t glsn = 1;
     varlog_subscription_t *sub = busy_iterator(&f, &glsn);
 
-    next_call_t n = {.sub = sub};
+    stu_next_call_t n = {.sub = sub, .timeout_ms = WAIT_MS + cf_wait_bound_ms()};
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+    assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
     assert_true(test_wait_until(batching, sub, cf_wait_bound_ms()));
     append_n(f.client, 1);
     pthread_join(th, NULL);
@@ -124,8 +111,8 @@ static void test_busy_batches_trickle_does_not(void **state)
 
     /* Not busy any more: each wait now asks to be woken at the first entry. */
     for (int i = 0; i < 3; i++) {
-        n = (next_call_t){.sub = sub};
-        assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+        n = (stu_next_call_t){.sub = sub, .timeout_ms = WAIT_MS + cf_wait_bound_ms()};
+        assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
         assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
         assert_false(batching(sub));
         append_n(f.client, 1);
@@ -163,9 +150,9 @@ static void test_batching_off(void **state)
              "subscribe.self.receive.max", "0", NULL);
     uint64_t glsn = 1;
     varlog_subscription_t *sub = busy_iterator(&f, &glsn);
-    next_call_t n = {.sub = sub};
+    stu_next_call_t n = {.sub = sub, .timeout_ms = WAIT_MS + cf_wait_bound_ms()};
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, call_next, &n), 0);
+    assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
     assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
     assert_false(batching(sub));
     append_n(f.client, 1);
