@@ -7,6 +7,7 @@
 #include "log_io_codec.h"
 #include "appender_internal.h"
 #include "errtext.h"
+#include "ticks.h"
 #include "wire.h"
 
 /* ---- lists --------------------------------------------------------------------------------- */
@@ -258,6 +259,8 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->max_attempts = (unsigned)conf->append_retries + 1;
     app->retry_maybe = conf->append_retry_maybe_appended;
     app->timed = conf->stats_latency;
+    if (app->timed)
+        ticks_init(); /* the first appender of the process waits TICKS_ANCHOR_MIN_NS */
     app->slot_cap =
         app->batch_max_bytes + (size_t)app->batch_max_records * CODEC_PAYLOAD_OVERHEAD_MAX;
     uint64_t full_batches =
@@ -464,8 +467,8 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
     if (timeout_ms > 0)
         abs_deadline(&until, timeout_ms);
     /* The append latency's start, read before the lock so that the critical section stays as
-     * it was; a wait for room counts as latency. */
-    int64_t t_ns = app->timed ? stats_now_ns() : 0;
+     * it was; a wait for room counts as latency. A tick, not a clock read (ticks.h). */
+    uint64_t t_ticks = app->timed ? ticks_now() : 0;
     pthread_mutex_lock(&app->mu);
     for (;;) {
         if (app->closing) {
@@ -531,7 +534,7 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
     }
     app_batch_t *b = app->open;
     b->calls[b->n_calls++] = (app_call_t){
-        .cb = cb, .opaque = opaque, .first = b->n_records, .n = (uint32_t)n, .t_ns = t_ns};
+        .cb = cb, .opaque = opaque, .first = b->n_records, .n = (uint32_t)n, .t_ticks = t_ticks};
     for (size_t i = 0; i < n; i++)
         b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
     b->n_records += (uint32_t)n;

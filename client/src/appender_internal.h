@@ -36,7 +36,7 @@ typedef struct app_call {
     void *opaque;
     uint32_t first; /* index of its first record in the batch */
     uint32_t n;
-    int64_t t_ns; /* stats_now_ns at the append call: the latency statistics */
+    uint64_t t_ticks; /* ticks_now at the append call: the latency statistics */
 } app_call_t;
 
 typedef enum { SLOT_FREE, SLOT_OPEN, SLOT_READY, SLOT_OUT } slot_state_t;

@@ -12,6 +12,7 @@
 #include "log_io_codec.h"
 #include "appender_internal.h"
 #include "snpb/log_io.pb-c.h"
+#include "ticks.h"
 #include "wire.h"
 
 /* Topic mode: how often the thread looks for a new metadata version while idle. */
@@ -103,14 +104,15 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
         if (app->timed) {
             /* One atomic add per run of calls in one bucket, not several per call: a
              * batch's calls, appended one after the other, fall in few buckets. */
-            int64_t now_ns = stats_now_ns();
+            ticks_scale_t now = ticks_scale();
             vhist_run_t latency;
             metrics_hist_run_t send;
             vhist_run_begin(&latency, b->err == VARLOG_OK ? &st->latency : NULL);
             metrics_hist_run_begin(&send, send_hist);
             for (uint32_t i = 0; i < b->n_calls; i++) {
-                vhist_run_add(&latency, now_ns - b->calls[i].t_ns);
-                metrics_hist_run_add(&send, now_ns - b->calls[i].t_ns);
+                int64_t ns = ticks_ns_since(&now, b->calls[i].t_ticks);
+                vhist_run_add(&latency, ns);
+                metrics_hist_run_add(&send, ns);
             }
             vhist_run_end(&latency);
             metrics_hist_run_end(&send);

@@ -126,37 +126,43 @@ static bool read_meta(reader_t *r, varlog_entry_meta_t *m)
     return ok;
 }
 
-/* The layout every Varlog server sends (Go's and protobuf-c's encoders agree): one meta
- * field holding the four ids in field order, each set. Decodes it in one pass and says
- * whether the result had exactly that shape; anything else goes the general way. */
-static inline bool read_result_fast(const uint8_t *p, const uint8_t *end, varlog_entry_meta_t *m)
+/* A varint of p[0..end); NULL when it runs past end or past 64 bits. */
+static inline const uint8_t *varint_at(const uint8_t *p, const uint8_t *end, uint64_t *v)
 {
-    if (end - p < 2 || p[0] != 0x0a || p[1] >= 0x80 || end - p != 2 + p[1])
-        return false;
-    p += 2;
-    uint64_t v[4];
-    for (unsigned f = 0; f < 4; f++) {
-        if (p >= end || *p != (uint8_t)((f + 1) << 3))
-            return false;
-        p++;
-        uint64_t x = 0;
-        for (unsigned shift = 0;; shift += 7) {
-            if (p >= end || shift > 63)
-                return false;
-            uint8_t b = *p++;
-            x |= (uint64_t)(b & 0x7f) << shift;
-            if (!(b & 0x80))
-                break;
+    uint64_t x = 0;
+    for (unsigned shift = 0; p < end && shift < 64; shift += 7) {
+        uint8_t b = *p++;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *v = x;
+            return p;
         }
-        v[f] = x;
     }
-    if (p != end)
-        return false;
-    m->topic_id = (int32_t)v[0];
-    m->log_stream_id = (int32_t)v[1];
-    m->glsn = v[2];
-    m->llsn = v[3];
-    return true;
+    return NULL;
+}
+
+/* The layout every Varlog server sends (Go's and protobuf-c's encoders agree): a result
+ * (AppendResponse field 1) of under 128 bytes holding one meta field, itself holding the four
+ * ids in field order, each set. Decodes it in one pass, keys compared as bytes; returns the
+ * end of the result, or NULL when it had any other shape (the general way reads it then). */
+static inline const uint8_t *read_result_fast(const uint8_t *p, const uint8_t *end,
+                                              varlog_entry_meta_t *m)
+{
+    if (end - p < 4 || p[0] != 0x0a || p[1] >= 0x80 || p[2] != 0x0a || p[3] + 2 != p[1] ||
+        end - p < 2 + p[1])
+        return NULL;
+    const uint8_t *q = p + 4, *stop = p + 2 + p[1];
+    uint64_t topic, ls, glsn, llsn;
+    if (q >= stop || *q != 0x08 || !(q = varint_at(q + 1, stop, &topic)) || q >= stop ||
+        *q != 0x10 || !(q = varint_at(q + 1, stop, &ls)) || q >= stop || *q != 0x18 ||
+        !(q = varint_at(q + 1, stop, &glsn)) || q >= stop || *q != 0x20 ||
+        !(q = varint_at(q + 1, stop, &llsn)) || q != stop)
+        return NULL;
+    m->topic_id = (int32_t)topic;
+    m->log_stream_id = (int32_t)ls;
+    m->glsn = glsn;
+    m->llsn = llsn;
+    return stop;
 }
 
 typedef enum { RESULT_OK, RESULT_MALFORMED, RESULT_NO_META, RESULT_ERROR } result_t;
@@ -201,7 +207,17 @@ varlog_err_t codec_read_append_response(const uint8_t *p, size_t len, varlog_ent
     uint32_t field;
     unsigned wire;
     bool ok;
-    while (get_key(&r, &field, &wire, &ok)) {
+    for (;;) {
+        varlog_entry_meta_t scratch;
+        varlog_entry_meta_t *m = i < n ? &metas[i] : &scratch;
+        const uint8_t *next = read_result_fast(r.p, r.end, m);
+        if (next) {
+            r.p = next;
+            i++;
+            continue;
+        }
+        if (!get_key(&r, &field, &wire, &ok))
+            break;
         if (field != 1 || wire != 2) {
             if (!skip(&r, wire)) {
                 ok = false;
@@ -213,12 +229,6 @@ varlog_err_t codec_read_append_response(const uint8_t *p, size_t len, varlog_ent
         if (!get_bytes(&r, &sub)) {
             ok = false;
             break;
-        }
-        varlog_entry_meta_t scratch;
-        varlog_entry_meta_t *m = i < n ? &metas[i] : &scratch;
-        if (read_result_fast(sub.p, sub.end, m)) {
-            i++;
-            continue;
         }
         result_t res = read_result(&sub, m, &error);
         if (res == RESULT_MALFORMED) {
