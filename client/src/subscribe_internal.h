@@ -46,7 +46,7 @@ typedef struct sub_ls {
     bool retrying;          /* a retry task will ask for a new stream */
     unsigned failures;      /* failures in a row without progress (subscribe_outage.c) */
     int64_t down_since_ms;  /* its outage began then (wire_now_ms; 0: not in an outage) */
-    int64_t opened_ms;      /* rpc (or the stream the retry opens) was opened then */
+    int64_t opened_ms;      /* consumer: rpc was opened (or, a retry's, taken) then */
     varlog_err_t last_err;  /* its latest failure, and its text: "at ADDR: ERR: reason" */
     char last_why[256];
     uint64_t last_pos;        /* position of the last entry received (0 = none yet) */
@@ -65,7 +65,7 @@ typedef struct sub_ls {
      * does): no clock read per message, the stamp as fine as the check's interval. */
     atomic_uint_fast64_t received; /* the notify hook's calls */
     uint64_t received_seen;        /* consumer: the count at the last check */
-    int64_t last_recv_ms;          /* consumer (or the retry task that opens the stream) */
+    int64_t last_recv_ms;          /* consumer only */
 
     /* mu */
     bool queued;               /* on the subscription's list of log streams with news */

@@ -295,7 +295,6 @@ static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t
         path = SN_PATH_SUBSCRIBE_TO;
         o.response = &varlog__snpb__subscribe_to_response__descriptor;
     }
-    ls->opened_ms = ls->last_recv_ms = wire_now_ms();
     varlog_err_t err = rpc_stream_open(c->rpc, ls->target, path, &o, req, out);
     if (err != VARLOG_OK) {
         *out = NULL;
@@ -310,6 +309,14 @@ static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls)
     return ls->last_pos >= wanted ? ls->last_pos + 1 : wanted;
 }
 
+/* The consumer takes a stream of ls into use: the stall and outage checks count from here.
+ * Only the consumer writes these (a retry's stream is stamped when the consumer adopts it,
+ * a moment after its open: the periodic check reads them on the consumer's thread). */
+static void stamp_opened(sub_ls_t *ls)
+{
+    ls->opened_ms = ls->last_recv_ms = wire_now_ms();
+}
+
 /* Opens ls's stream on its current replica, from the first position not delivered yet. */
 static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
 {
@@ -320,7 +327,9 @@ static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
     }
     char why[128];
     varlog_err_t err = open_call(sub, ls, from, &ls->rpc, why, sizeof(why));
-    if (err == VARLOG_ERR_NOMEM)
+    if (err == VARLOG_OK)
+        stamp_opened(ls);
+    else if (err == VARLOG_ERR_NOMEM)
         sub_fail(sub, err, "subscribe: out of memory");
     else if (err != VARLOG_OK)
         ls_failed(sub, ls, err, why);
@@ -623,9 +632,10 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
         for (sub_ls_t *ls = work; ls; ls = ls->work) {
             if (ls->work_reopen) {
                 ls->retrying = false;
-                if (ls->work_rpc && !ls->rpc)
+                if (ls->work_rpc && !ls->rpc) {
                     ls->rpc = ls->work_rpc;
-                else
+                    stamp_opened(ls);
+                } else
                     rpc_stream_destroy(ls->work_rpc);
                 ls->work_rpc = NULL;
                 if (!ls->rpc && !ls->finished)
