@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "subscribe_internal.h"
+#include "wire.h"
 
 /* Whether the consumer polls for news and was not kicked out of that poll yet; it then
  * counts as kicked. mu held. */
@@ -35,12 +36,6 @@ void sub_wake(varlog_subscription_t *sub)
     pthread_mutex_unlock(&sub->mu);
 }
 
-/* Waits for news until deadline_ms or the next check; TIMED_OUT once deadline_ms passed.
- * The wait is a poll of the subscription's poller: gRPC reads the streams' messages on this
- * thread, and their notify hooks put them on the news list here, so that entries streaming
- * in cost no wake-up of another thread and no hand-off (a message already received comes
- * back from the poll without a system call). Retry tasks, gap lookups and a close kick the
- * poll. */
 /* No poller: sleeps on wake until until (mu held, waiting set). A busy subscription
  * (subscribe.wakeup.entries delivered since the last sleep) asks the hook to wake it only
  * once that many messages arrived, for at most subscribe.wakeup.wait.us. */
@@ -53,13 +48,7 @@ static void sleep_on_wake_locked(varlog_subscription_t *sub, int64_t until, int6
         wait_us = sub->wakeup_wait_us;
     sub->since_sleep = 0;
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(wait_us / 1000000);
-    ts.tv_nsec += (long)(wait_us % 1000000) * 1000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    abs_deadline_us(&ts, wait_us);
     sub->batching = batching;
     sub->waits++;
     pthread_cond_timedwait(&sub->wake, &sub->mu, &ts);
@@ -67,6 +56,12 @@ static void sleep_on_wake_locked(varlog_subscription_t *sub, int64_t until, int6
     sub->waiting = false;
 }
 
+/* Waits for news until deadline_ms or the next check; TIMED_OUT once deadline_ms passed.
+ * The wait is a poll of the subscription's poller: gRPC reads the streams' messages on this
+ * thread, and their notify hooks put them on the news list here, so that entries streaming
+ * in cost no wake-up of another thread and no hand-off (a message already received comes
+ * back from the poll without a system call). Retry tasks, gap lookups and a close kick the
+ * poll. Without a poller it sleeps on wake instead (sleep_on_wake_locked). */
 varlog_err_t sub_wait_news(varlog_subscription_t *sub, int64_t deadline_ms, int64_t now)
 {
     if (deadline_ms >= 0 && now >= deadline_ms)

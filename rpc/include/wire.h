@@ -156,6 +156,8 @@ int64_t wire_deadline_ms(int64_t timeout_ms);
  * absolute time for pthread_cond_timedwait with abs_deadline (timeout_ms >= 0 from now). */
 void wire_cond_init(pthread_cond_t *cv);
 void abs_deadline(struct timespec *ts, int64_t timeout_ms);
+/* The same in microseconds (timeout_us >= 0). */
+void abs_deadline_us(struct timespec *ts, int64_t timeout_us);
 
 /* Channel arguments used by both sides: no message size limits (Varlog allows 2 GiB), Go
  * style keepalive. Points at static storage; the caller must not free it. */

@@ -441,13 +441,18 @@ void wire_cond_init(pthread_cond_t *cv)
     pthread_condattr_destroy(&attr);
 }
 
-void abs_deadline(struct timespec *ts, int64_t timeout_ms)
+void abs_deadline_us(struct timespec *ts, int64_t timeout_us)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += (time_t)(timeout_ms / 1000);
-    ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    ts->tv_sec += (time_t)(timeout_us / 1000000);
+    ts->tv_nsec += (long)(timeout_us % 1000000) * 1000L;
     if (ts->tv_nsec >= 1000000000L) {
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
+}
+
+void abs_deadline(struct timespec *ts, int64_t timeout_ms)
+{
+    abs_deadline_us(ts, timeout_ms * 1000);
 }

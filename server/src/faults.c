@@ -271,19 +271,6 @@ void varlog_server_clear_faults(varlog_server_t *srv)
 
 /* ---- timer ----------------------------------------------------------------------------- */
 
-static struct timespec abs_after_ms(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    return ts;
-}
-
 static void *timer_main(void *arg)
 {
     server_timer_t *t = arg;
@@ -315,7 +302,8 @@ static void *timer_main(void *arg)
             pthread_mutex_lock(&t->mu);
             continue;
         }
-        struct timespec ts = abs_after_ms(next_due - now);
+        struct timespec ts;
+        abs_deadline(&ts, next_due - now);
         pthread_cond_timedwait(&t->cv, &t->mu, &ts);
     }
     pthread_mutex_unlock(&t->mu);
