@@ -33,17 +33,21 @@ void metrics_hist_run_begin(metrics_hist_run_t *r, metrics_hist_t *h)
     *r = (metrics_hist_run_t){.h = h};
 }
 
+static void run_flush_bucket(metrics_hist_run_t *r)
+{
+    if (r->in_bucket)
+        atomic_fetch_add_explicit(&r->h->buckets[r->bucket], r->in_bucket, memory_order_relaxed);
+    r->in_bucket = 0;
+}
+
 void metrics_hist_run_add(metrics_hist_run_t *r, int64_t ns)
 {
     if (ns < 0)
         ns = 0;
     size_t b = duration_bucket(ns);
     if (b != r->bucket || r->in_bucket == 0) {
-        if (r->in_bucket)
-            atomic_fetch_add_explicit(&r->h->buckets[r->bucket], r->in_bucket,
-                                      memory_order_relaxed);
+        run_flush_bucket(r);
         r->bucket = b;
-        r->in_bucket = 0;
     }
     r->in_bucket++;
     r->count++;
@@ -54,10 +58,10 @@ void metrics_hist_run_end(metrics_hist_run_t *r)
 {
     if (r->count == 0)
         return;
-    atomic_fetch_add_explicit(&r->h->buckets[r->bucket], r->in_bucket, memory_order_relaxed);
+    run_flush_bucket(r);
     atomic_fetch_add_explicit(&r->h->sum_ns, r->sum_ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&r->h->count, r->count, memory_order_relaxed);
-    r->count = r->in_bucket = r->sum_ns = 0;
+    r->count = r->sum_ns = 0;
 }
 
 /* Claims or finds key in an open-addressed table of slots whose first member is the key. */

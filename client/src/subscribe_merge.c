@@ -331,7 +331,7 @@ static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
         stamp_opened(ls);
     else if (err == VARLOG_ERR_NOMEM)
         sub_fail(sub, err, "subscribe: out of memory");
-    else if (err != VARLOG_OK)
+    else
         ls_failed(sub, ls, err, why);
 }
 
