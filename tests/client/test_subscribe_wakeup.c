@@ -89,6 +89,23 @@ static varlog_subscription_t *busy_iterator(client_fixture_t *f, uint64_t *glsn)
     return sub;
 }
 
+/* Starts varlog_subscription_next on a thread, waits until asleep(sub) holds, checks whether
+ * the consumer batches (want_batching), then appends one entry: the call must return it, at
+ * *glsn (advanced). */
+static void next_takes_one(client_fixture_t *f, varlog_subscription_t *sub, uint64_t *glsn,
+                           bool (*asleep)(void *), bool want_batching)
+{
+    stu_next_call_t n = {.sub = sub, .timeout_ms = WAIT_MS + cf_wait_bound_ms()};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
+    assert_true(test_wait_until(asleep, sub, cf_wait_bound_ms()));
+    assert_int_equal(batching(sub), want_batching);
+    append_n(f->client, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(n.rc, VARLOG_OK);
+    assert_int_equal(n.e.meta.glsn, (*glsn)++);
+}
+
 /* After a burst the consumer asks for a batch; a single entry still comes, once the wait
  * ends. Entries that then trickle in one at a time wake it each. */
 static void test_busy_batches_trickle_does_not(void **state)
@@ -99,27 +116,10 @@ static void test_busy_batches_trickle_does_not(void **state)
              "subscribe.self.receive.max", "0", NULL);
     uint64_t glsn = 1;
     varlog_subscription_t *sub = busy_iterator(&f, &glsn);
-
-    stu_next_call_t n = {.sub = sub, .timeout_ms = WAIT_MS + cf_wait_bound_ms()};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
-    assert_true(test_wait_until(batching, sub, cf_wait_bound_ms()));
-    append_n(f.client, 1);
-    pthread_join(th, NULL);
-    assert_int_equal(n.rc, VARLOG_OK);
-    assert_int_equal(n.e.meta.glsn, glsn++);
-
+    next_takes_one(&f, sub, &glsn, batching, true);
     /* Not busy any more: each wait now asks to be woken at the first entry. */
-    for (int i = 0; i < 3; i++) {
-        n = (stu_next_call_t){.sub = sub, .timeout_ms = WAIT_MS + cf_wait_bound_ms()};
-        assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
-        assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
-        assert_false(batching(sub));
-        append_n(f.client, 1);
-        pthread_join(th, NULL);
-        assert_int_equal(n.rc, VARLOG_OK);
-        assert_int_equal(n.e.meta.glsn, glsn++);
-    }
+    for (int i = 0; i < 3; i++)
+        next_takes_one(&f, sub, &glsn, next_sleeping, false);
     varlog_subscription_close(&sub);
     cf_stop(&f);
 }
@@ -150,14 +150,7 @@ static void test_batching_off(void **state)
              "subscribe.self.receive.max", "0", NULL);
     uint64_t glsn = 1;
     varlog_subscription_t *sub = busy_iterator(&f, &glsn);
-    stu_next_call_t n = {.sub = sub, .timeout_ms = WAIT_MS + cf_wait_bound_ms()};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, stu_next_call_main, &n), 0);
-    assert_true(test_wait_until(next_sleeping, sub, cf_wait_bound_ms()));
-    assert_false(batching(sub));
-    append_n(f.client, 1);
-    pthread_join(th, NULL);
-    assert_int_equal(n.rc, VARLOG_OK);
+    next_takes_one(&f, sub, &glsn, next_sleeping, false);
     varlog_subscription_close(&sub);
     cf_stop(&f);
 }
