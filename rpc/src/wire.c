@@ -441,11 +441,13 @@ void wire_cond_init(pthread_cond_t *cv)
     pthread_condattr_destroy(&attr);
 }
 
-void abs_deadline_us(struct timespec *ts, int64_t timeout_us)
+/* Now on the monotonic clock plus sec and nsec (< 1 s): split by the caller, so that no unit
+ * conversion overflows (flush's INT64_MAX ms is a deadline that never comes). */
+static void abs_after(struct timespec *ts, int64_t sec, long nsec)
 {
     clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += (time_t)(timeout_us / 1000000);
-    ts->tv_nsec += (long)(timeout_us % 1000000) * 1000L;
+    ts->tv_sec += (time_t)sec;
+    ts->tv_nsec += nsec;
     if (ts->tv_nsec >= 1000000000L) {
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
@@ -454,5 +456,10 @@ void abs_deadline_us(struct timespec *ts, int64_t timeout_us)
 
 void abs_deadline(struct timespec *ts, int64_t timeout_ms)
 {
-    abs_deadline_us(ts, timeout_ms * 1000);
+    abs_after(ts, timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L);
+}
+
+void abs_deadline_us(struct timespec *ts, int64_t timeout_us)
+{
+    abs_after(ts, timeout_us / 1000000, (long)(timeout_us % 1000000) * 1000L);
 }
