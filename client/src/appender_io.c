@@ -223,10 +223,22 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
     varlog_appender_t *app = ts->app;
     if (!outbox->head)
         return;
-    /* The stream may have ended while the thread slept on wake (the drain after the sleep
-     * ran its end): learn that before riding on it, as an end with nothing on it. */
-    if (lane->st.rpc && atomic_load(&lane->readable))
+    /* The stream may have ended since the round's plan gave the lane this outbox (in the
+     * drain after a sleep on wake, in a poll behind a slow round): learn that before riding
+     * on it. An end that costs batches holds the lane for their retry, or makes it back off:
+     * the outbox then goes back to the ready list, behind those batches, for the next plan. */
+    if (lane->st.rpc && atomic_load(&lane->readable)) {
         lane_drain(ts, lane, 0);
+        if (!lane->st.rpc) {
+            pthread_mutex_lock(&app->mu);
+            for (app_batch_t *b = outbox->head; b; b = b->next)
+                b->state = SLOT_READY;
+            blist_merge(&app->ready, outbox);
+            *outbox = (batch_list_t){0};
+            pthread_mutex_unlock(&app->mu);
+            return;
+        }
+    }
     char why[200];
     varlog_err_t err = lane->st.rpc ? VARLOG_OK : lane_open(ts, lane, why, sizeof(why));
     uint8_t head[CODEC_HEAD_MAX];

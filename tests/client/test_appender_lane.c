@@ -30,8 +30,10 @@
 
 /* ---- the wrapped check ------------------------------------------------------------------ */
 
-/* Which deadline the next held check waits for; 0 = let checks through. */
-typedef enum { HOLD_NONE, HOLD_DELIVERY, HOLD_ATTEMPT } hold_t;
+/* Which deadline the next held check waits for; 0 = let checks through. HOLD_END waits
+ * instead for the end of the lane's stream (with its batch unanswered) and for the test to
+ * append once more meanwhile. */
+typedef enum { HOLD_NONE, HOLD_DELIVERY, HOLD_ATTEMPT, HOLD_END } hold_t;
 static _Atomic hold_t g_hold;
 static atomic_int g_held; /* checks held so far */
 
@@ -55,12 +57,35 @@ static bool window_open(void *arg)
     return wire_now_ms() >= w->due && rpc_stream_buffered(w->lane->st.rpc) >= w->lane->inflight.n;
 }
 
+/* The stream's end reached the thread (polled in, not yet read by the lane). */
+static bool stream_ended(void *arg)
+{
+    const app_lane_t *lane = arg;
+    while (rpc_poller_poll(lane->app->poller, 0))
+        ;
+    return rpc_stream_status(lane->st.rpc) != NULL;
+}
+
+/* HOLD_END's hand-shake with the test thread: held once the end is there, go once the test
+ * appended. */
+static atu_sync_t g_end_sync; /* initialised by the test */
+static bool g_end_held, g_end_go;
+
 int64_t __wrap_app_inflight_deadline(const app_lane_t *lane)
 {
     int64_t expiry = __real_app_inflight_deadline(lane);
     hold_t hold = atomic_exchange(&g_hold, HOLD_NONE);
     if (hold == HOLD_NONE)
         return expiry;
+    if (hold == HOLD_END) {
+        if (!test_wait_until(stream_ended, (void *)lane, 4 * cf_wait_bound_ms()))
+            atu_note_bad("the held check never saw the lane's stream end");
+        atu_set_true(&g_end_sync, &g_end_held);
+        if (!atu_wait_true(&g_end_sync, &g_end_go, 4 * cf_wait_bound_ms()))
+            atu_note_bad("the held check was never let go");
+        atomic_fetch_add(&g_held, 1);
+        return expiry;
+    }
     window_t w = {.lane = lane, .due = expiry};
     if (hold == HOLD_ATTEMPT)
         w.due = lane->inflight.head->sent_ms + lane->app->attempt_timeout_ms;
@@ -226,11 +251,56 @@ static void test_attempt_timeout_not_carried_to_next_stream(void **state)
     free(t);
 }
 
+/* A bound lane's stream refused a batch (a refusal: the batch is sent again after a
+ * backoff) and the end reached the thread after it had read the lane's answers and before it
+ * planned the round: a batch appended meanwhile was given to the lane, whose next send first
+ * read the end, held the lane for the refused batch's retry, and then opened a new stream for
+ * the newer batch anyway. The newer call was stored, and called back, before the older
+ * (test_appender_faults saw it under valgrind: "callback of call 122 after call 135"). Here the
+ * check between the two is held until the end is there and the newer call is appended. */
+static void test_end_between_drain_and_plan_keeps_order(void **state)
+{
+    (void)state;
+    fixture_t x;
+    fx_start(&x, 1, 1, "appender.batch.max.records", "1", "appender.linger.ms", "0",
+             "append.retry.backoff.ms", "1", "append.retry.backoff.max.ms", "10", NULL);
+    call_t c[3];
+    calls_init(c, 3);
+    varlog_record_t one = cf_record("0123456789abcdef");
+    /* The lane's stream is open. */
+    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, track_cb, &c[0]), VARLOG_OK);
+    assert_true(atu_wait_at_least(&x.t.sync, &x.t.callbacks, 1, cf_wait_bound_ms()));
+    assert_int_equal(c[0].err, VARLOG_OK);
+
+    assert_int_equal(varlog_server_fail_next(x.f.srv, CF_PATH_APPEND, 8 /* RESOURCE_EXHAUSTED */,
+                                             "injected: resource exhausted", 1),
+                     VARLOG_OK);
+    atu_sync_init(&g_end_sync);
+    g_end_held = g_end_go = false;
+    atomic_store(&g_held, 0);
+    atomic_store(&g_hold, HOLD_END);
+    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, track_cb, &c[1]), VARLOG_OK);
+    assert_true(atu_wait_true(&g_end_sync, &g_end_held, 4 * cf_wait_bound_ms()));
+    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, track_cb, &c[2]), VARLOG_OK);
+    atu_set_true(&g_end_sync, &g_end_go);
+
+    assert_true(atu_wait_at_least(&x.t.sync, &x.t.callbacks, 3, 4 * cf_wait_bound_ms()));
+    assert_int_equal(atomic_load(&g_held), 1);
+    assert_int_equal(c[1].err, VARLOG_OK);
+    assert_int_equal(c[2].err, VARLOG_OK);
+    print_message("    GLSN of the refused call %llu, of the newer one %llu\n",
+                  (unsigned long long)c[1].first.glsn, (unsigned long long)c[2].first.glsn);
+    assert_true(c[1].first.glsn < c[2].first.glsn);
+    fx_stop(&x); /* asserts the callbacks' order (the tracker's notes) */
+    atu_sync_destroy(&g_end_sync);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deadline_checked_after_cancel_with_nothing_riding),
         cmocka_unit_test(test_attempt_timeout_not_carried_to_next_stream),
+        cmocka_unit_test(test_end_between_drain_and_plan_keeps_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
