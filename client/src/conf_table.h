@@ -2,10 +2,10 @@
 #define VARLOG_CONF_TABLE_H
 
 /*
- * Read access to conf.c's property table, for the CONFIGURATION.md generator and tests.
- * The table is the only place a property is described, so the document, the parser and the
- * range checks cannot drift apart; this header exposes the rows rather than a second
- * description of them.
+ * Read access to the property table (conf_table.c), for the parser (conf.c), the
+ * CONFIGURATION.md generator and tests. The table is the only place a property is described,
+ * so the document, the parser and the range checks cannot drift apart; this header exposes
+ * the rows rather than a second description of them.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -29,10 +29,18 @@ typedef struct conf_property {
     const char *const *symbols; /* ENUM and CTXS: NULL-terminated names, lower case */
 } conf_property_t;
 
+/* The "all" keyword of a context list: not a symbol, it names no bit of its own. */
+#define CONF_CTX_ALL_WORD "all"
+/* The largest port an address list accepts. */
+#define CONF_PORT_MAX 65535
+
 /* Number of rows; conf_property(i) is row i (NULL past the end). Same order as
  * varlog_conf_property_name. */
 size_t conf_property_count(void);
 const conf_property_t *conf_property(size_t i);
+
+/* The row named name, NULL when there is none. */
+const conf_property_t *conf_find_property(const char *name);
 
 /* "int", "bool", "address list", "enum", "context list". */
 const char *conf_type_name(conf_type_t type);

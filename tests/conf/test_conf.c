@@ -15,6 +15,7 @@
 
 #include "conf_internal.h"
 #include "conf_table.h"
+#include "conf_test_util.h"
 #include "varlog/conf.h"
 #include "varlog/error.h"
 
@@ -94,45 +95,6 @@ static size_t property_count(void)
     while (varlog_conf_property_name(n))
         n++;
     return n;
-}
-
-/* name's value, in a static buffer. */
-static const char *get(const varlog_conf_t *conf, const char *name)
-{
-    static char buf[512];
-    size_t size = sizeof(buf);
-    assert_int_equal(varlog_conf_get(conf, name, buf, &size), VARLOG_OK);
-    assert_int_equal(size, strlen(buf) + 1);
-    return buf;
-}
-
-static void set_ok(varlog_conf_t *conf, const char *name, const char *value)
-{
-    char errstr[256] = "untouched";
-    varlog_err_t err = varlog_conf_set(conf, name, value, errstr, sizeof(errstr));
-    if (err != VARLOG_OK)
-        fail_msg("set %s=\"%s\": %s", name, value, errstr);
-    assert_string_equal(errstr, "");
-}
-
-/* Sets name=value expecting INVALID_ARG; returns the error text (static buffer), after
- * checking that errstr and varlog_last_error() agree. */
-static const char *set_fails(varlog_conf_t *conf, const char *name, const char *value)
-{
-    static char errstr[512];
-    errstr[0] = '\0';
-    varlog_err_t err = varlog_conf_set(conf, name, value, errstr, sizeof(errstr));
-    if (err != VARLOG_ERR_INVALID_ARG)
-        fail_msg("set %s=\"%s\" gave %s", name, value, varlog_err_name(err));
-    assert_true(errstr[0] != '\0');
-    assert_string_equal(errstr, varlog_last_error());
-    return errstr;
-}
-
-static void assert_contains(const char *text, const char *part)
-{
-    if (!strstr(text, part))
-        fail_msg("\"%s\" does not contain \"%s\"", text, part);
 }
 
 /* ---- the table ------------------------------------------------------------------------- */
@@ -731,97 +693,6 @@ static void test_dup_is_deep(void **state)
     varlog_conf_destroy(unset_copy);
 }
 
-/* ---- conf_validate ----------------------------------------------------------------------- */
-
-static varlog_conf_t *valid_conf(void)
-{
-    varlog_conf_t *conf = varlog_conf_new();
-    set_ok(conf, "metadata.addresses", "mr:9092");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    return conf;
-}
-
-static void assert_invalid(const varlog_conf_t *conf, const char *prop_a, const char *prop_b)
-{
-    assert_int_equal(conf_validate(conf), VARLOG_ERR_INVALID_ARG);
-    assert_contains(varlog_last_error(), prop_a);
-    if (prop_b)
-        assert_contains(varlog_last_error(), prop_b);
-}
-
-static void test_validate_needs_addresses(void **state)
-{
-    (void)state;
-    varlog_conf_t *conf = varlog_conf_new();
-    assert_invalid(conf, "metadata.addresses", NULL);
-    set_ok(conf, "metadata.addresses", "mr:9092");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    set_ok(conf, "metadata.addresses", " ");
-    assert_invalid(conf, "metadata.addresses", NULL);
-    varlog_conf_destroy(conf);
-}
-
-static void test_validate_backoff(void **state)
-{
-    (void)state;
-    varlog_conf_t *conf = valid_conf();
-    set_ok(conf, "append.retry.backoff.ms", "500");
-    set_ok(conf, "append.retry.backoff.max.ms", "499");
-    assert_invalid(conf, "append.retry.backoff.max.ms (499)", "append.retry.backoff.ms (500)");
-    set_ok(conf, "append.retry.backoff.max.ms", "500");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    varlog_conf_destroy(conf);
-}
-
-static void test_validate_lookup_batch(void **state)
-{
-    (void)state;
-    varlog_conf_t *conf = valid_conf();
-    set_ok(conf, "retry.workers", "4");
-    set_ok(conf, "lookup.batch.size", "5");
-    assert_invalid(conf, "lookup.batch.size (5)", "retry.workers (4)");
-    set_ok(conf, "lookup.batch.size", "4");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    set_ok(conf, "retry.workers", "1");
-    set_ok(conf, "lookup.batch.size", "0");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    varlog_conf_destroy(conf);
-}
-
-static void test_validate_record_vs_batch(void **state)
-{
-    (void)state;
-    varlog_conf_t *conf = valid_conf();
-    set_ok(conf, "append.batch.max.bytes", "1048576");
-    set_ok(conf, "append.record.max.bytes", "1048577");
-    assert_invalid(conf, "append.record.max.bytes (1048577)", "append.batch.max.bytes (1048576)");
-    set_ok(conf, "append.record.max.bytes", "1048576");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    varlog_conf_destroy(conf);
-}
-
-static void test_validate_appender_limits(void **state)
-{
-    (void)state;
-    varlog_conf_t *conf = valid_conf();
-    set_ok(conf, "append.batch.max.records", "500");
-    assert_invalid(conf, "appender.batch.max.records (1000)", "append.batch.max.records (500)");
-    set_ok(conf, "appender.batch.max.records", "500");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    set_ok(conf, "appender.queue.max.records", "499");
-    assert_invalid(conf, "appender.batch.max.records (500)", "appender.queue.max.records (499)");
-    set_ok(conf, "appender.queue.max.records", "500");
-    set_ok(conf, "appender.batch.max.bytes", "67108865");
-    assert_invalid(conf, "appender.batch.max.bytes (67108865)",
-                   "append.batch.max.bytes (67108864)");
-    set_ok(conf, "appender.batch.max.bytes", "65536");
-    set_ok(conf, "appender.queue.max.bytes", "65535");
-    assert_invalid(conf, "appender.batch.max.bytes (65536)", "appender.queue.max.bytes (65535)");
-    set_ok(conf, "appender.queue.max.bytes", "65536");
-    assert_int_equal(conf_validate(conf), VARLOG_OK);
-    varlog_conf_destroy(conf);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -850,11 +721,6 @@ int main(void)
         cmocka_unit_test(test_set_log_cb),
         cmocka_unit_test(test_set_stats_cb),
         cmocka_unit_test(test_dup_is_deep),
-        cmocka_unit_test(test_validate_needs_addresses),
-        cmocka_unit_test(test_validate_backoff),
-        cmocka_unit_test(test_validate_lookup_batch),
-        cmocka_unit_test(test_validate_record_vs_batch),
-        cmocka_unit_test(test_validate_appender_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
