@@ -49,6 +49,13 @@ void blist_merge(batch_list_t *dst, batch_list_t *src)
     *dst = out;
 }
 
+void app_ready_return_locked(varlog_appender_t *app, batch_list_t *batches)
+{
+    for (app_batch_t *b = batches->head; b; b = b->next)
+        b->state = SLOT_READY;
+    blist_merge(&app->ready, batches);
+}
+
 /* ---- lifetime ------------------------------------------------------------------------------ */
 
 void app_ref(varlog_appender_t *app)

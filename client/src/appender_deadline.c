@@ -72,11 +72,10 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
                 app_batch_fail_expired(b, "while the batch waited to be sent again", last);
                 blist_push(&ts->settled, b);
             } else {
-                b->state = SLOT_READY;
                 blist_push(&back, b);
             }
         }
-        blist_merge(&app->ready, &back);
+        app_ready_return_locked(app, &back);
     }
     b = app->open;
     if (b && b->n_records > 0) {

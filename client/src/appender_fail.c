@@ -43,9 +43,7 @@ static void retry_after(void *arg)
     pthread_mutex_lock(&app->mu);
     if (!r->taken) {
         r->taken = true;
-        for (app_batch_t *b = r->batches.head; b; b = b->next)
-            b->state = SLOT_READY;
-        blist_merge(&app->ready, &r->batches);
+        app_ready_return_locked(app, &r->batches);
         if (r->lane)
             r->lane->held = false;
     }
@@ -165,10 +163,7 @@ static void requeue(varlog_appender_t *app, batch_list_t *again)
         return;
     size_t n = again->n;
     pthread_mutex_lock(&app->mu);
-    for (app_batch_t *b = again->head; b; b = b->next)
-        b->state = SLOT_READY;
-    blist_merge(&app->ready, again);
-    *again = (batch_list_t){0};
+    app_ready_return_locked(app, again);
     app->stats.batches_retried += n;
     pthread_mutex_unlock(&app->mu);
     atomic_fetch_add_explicit(&app->c->cstats.retries, n, memory_order_relaxed);

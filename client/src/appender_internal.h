@@ -215,6 +215,9 @@ void app_wake_producers_locked(varlog_appender_t *app);
 void app_wake_thread_locked(varlog_appender_t *app);
 void app_ref(varlog_appender_t *app);
 void app_unref(varlog_appender_t *app);
+/* Batches taken out of the ready list (for a send, a retry), back on it in their order,
+ * ahead of newer ones; batches is left empty. Called with mu held. */
+void app_ready_return_locked(varlog_appender_t *app, batch_list_t *batches);
 /* A slot whose batch settled, back to the free list; called with mu held. */
 void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b);
 /* Adds a lane for log stream ls, with its transmit-queue slots (depth + 1). Called before

@@ -231,10 +231,7 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
         lane_drain(ts, lane, 0);
         if (!lane->st.rpc) {
             pthread_mutex_lock(&app->mu);
-            for (app_batch_t *b = outbox->head; b; b = b->next)
-                b->state = SLOT_READY;
-            blist_merge(&app->ready, outbox);
-            *outbox = (batch_list_t){0};
+            app_ready_return_locked(app, outbox);
             pthread_mutex_unlock(&app->mu);
             return;
         }
