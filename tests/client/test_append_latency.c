@@ -24,12 +24,15 @@
 
 #define CALLS 5
 
-static atomic_int answered;
+/* Callbacks run on the appender's thread, where a cmocka assertion cannot stop the test:
+ * they count, and the test thread asserts every call was APPENDED. */
+static atomic_int answered, appended;
 
 static void on_append(const varlog_append_result_t *r, void *opaque)
 {
     (void)opaque;
-    assert_int_equal(r->err, VARLOG_OK);
+    if (r->err == VARLOG_OK)
+        atomic_fetch_add(&appended, 1);
     atomic_fetch_add(&answered, 1);
 }
 
@@ -45,6 +48,7 @@ static void latency_spans_the_hold(bool counter)
     int64_t hold_ms = test_under_valgrind() ? 1000 : 200;
     assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, hold_ms), VARLOG_OK);
     atomic_store(&answered, 0);
+    atomic_store(&appended, 0);
     char buf[64];
     memset(buf, 'l', sizeof(buf));
     varlog_record_t r = {.data = buf, .len = sizeof(buf)};
@@ -55,6 +59,7 @@ static void latency_spans_the_hold(bool counter)
     assert_int_equal(varlog_appender_flush(app, -1, NULL), VARLOG_OK);
     uint64_t after = ticks_clock_ns();
     assert_int_equal(atomic_load(&answered), CALLS);
+    assert_int_equal(atomic_load(&appended), CALLS);
 
     varlog_stats_t st;
     assert_int_equal(varlog_stats_get(f.client, &st), VARLOG_OK);

@@ -45,15 +45,20 @@ typedef struct window {
     int64_t due;
 } window_t;
 
-/* On the appender's thread, which owns the lane: every batch on it answered (the answers
- * wait in the stream) and the deadline passed. The thread completes its streams itself, in
- * its poller's poll: an answer that reached it while it was busy gets into the stream when
- * it next polls, which it does here, as it would in a wait of its own. */
+/* On the appender's thread, which owns the lane: the thread completes its streams itself,
+ * in its poller's poll, so what reached it while it was busy (answers, the stream's end) gets
+ * into the stream when it next polls, which it does here, as it would in a wait of its own. */
+static void poll_in(const app_lane_t *lane)
+{
+    while (rpc_poller_poll(lane->app->poller, 0))
+        ;
+}
+
+/* Every batch on the lane answered (the answers wait in the stream) and the deadline passed. */
 static bool window_open(void *arg)
 {
     const window_t *w = arg;
-    while (rpc_poller_poll(w->lane->app->poller, 0))
-        ;
+    poll_in(w->lane);
     return wire_now_ms() >= w->due && rpc_stream_buffered(w->lane->st.rpc) >= w->lane->inflight.n;
 }
 
@@ -61,8 +66,7 @@ static bool window_open(void *arg)
 static bool stream_ended(void *arg)
 {
     const app_lane_t *lane = arg;
-    while (rpc_poller_poll(lane->app->poller, 0))
-        ;
+    poll_in(lane);
     return rpc_stream_status(lane->st.rpc) != NULL;
 }
 
@@ -77,11 +81,12 @@ int64_t __wrap_app_inflight_deadline(const app_lane_t *lane)
     hold_t hold = atomic_exchange(&g_hold, HOLD_NONE);
     if (hold == HOLD_NONE)
         return expiry;
-    if (hold == HOLD_END && lane->inflight.head->attempts > 1) {
-        atu_note_bad("the held check came after a retry: a round outlasted the server's delay");
-        return expiry;
-    }
     if (hold == HOLD_END) {
+        if (lane->inflight.head->attempts > 1) {
+            atu_note_bad("the held check came after a retry: a round outlasted the server's "
+                         "delay");
+            return expiry;
+        }
         if (!test_wait_until(stream_ended, (void *)lane, 4 * cf_wait_bound_ms()))
             atu_note_bad("the held check never saw the lane's stream end");
         atu_set_true(&g_end_sync, &g_end_held);
