@@ -269,10 +269,12 @@ static void attempt(append_op_t *op, attempt_result_t *r)
         r->v = append_classify(err, msg, sent, client_closing(c), own_deadline);
         if (r->v.err == VARLOG_ERR_TIMED_OUT)
             own_deadline = true;
+        /* The attempt's own bound passed, not the call's; any other failure is itself. */
+        bool attempt_bound = err == VARLOG_ERR_RPC_DEADLINE_EXCEEDED && !own_deadline;
         snprintf(r->text, sizeof(r->text),
                  "append of %zu records to log stream %d of topic %d at %s (attempt %u): %s%s%s%s",
                  op->n, ls, op->topic_id, l->primary, nth, varlog_err_str(err), msg[0] ? ": " : "",
-                 msg, own_deadline ? "" : " (no answer within append.attempt.timeout.ms)");
+                 msg, attempt_bound ? " (no answer within append.attempt.timeout.ms)" : "");
     }
     rpc_stream_destroy(s);
 out:

@@ -250,6 +250,26 @@ static void test_attempt_bound_with_no_deadline(void **state)
     cf_stop(&f);
 }
 
+/* A failure that is not the attempt's bound is reported as itself: the text once said "no
+ * answer within append.attempt.timeout.ms" after any failure (a broken pipe, a refusal). */
+static void test_attempt_failure_reported_as_itself(void **state)
+{
+    (void)state;
+    wrap_reset();
+    client_fixture_t f;
+    cf_start(&f, 1, 1, "append.retries", "0", NULL);
+    assert_int_equal(
+        varlog_server_fail_next(f.srv, CF_PATH_APPEND, GRPC_UNAVAILABLE, "injected refusal", 1),
+        VARLOG_OK);
+    varlog_record_t rec = cf_record("x");
+    assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, TIMEOUT, NULL, NULL),
+                     VARLOG_ERR_RPC_UNAVAILABLE);
+    assert_non_null(strstr(varlog_last_error(), "injected refusal"));
+    if (strstr(varlog_last_error(), "no answer within"))
+        fail_msg("a refusal reported as a timeout: %s", varlog_last_error());
+    cf_stop(&f);
+}
+
 /* An append to a topic the view does not know asks the metadata repository; when that
  * lookup fails (twice: a failed member is asked once more through discovery), its failure
  * is the answer, not UNKNOWN_TOPIC. */
@@ -281,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_success_after_retry_keeps_last_error),
         cmocka_unit_test(test_bad_topic_id_is_invalid_arg),
         cmocka_unit_test(test_attempt_bound_with_no_deadline),
+        cmocka_unit_test(test_attempt_failure_reported_as_itself),
         cmocka_unit_test(test_failed_lookup_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
