@@ -92,6 +92,12 @@ static bool read_line(int fd, char *buf, size_t cap, int64_t deadline_ms)
 pid_t child_server_start(const char *bin, int32_t topics, int32_t log_streams, uint64_t max_bytes,
                          char *addr, size_t cap)
 {
+    return child_server_start_at(bin, "127.0.0.1:0", topics, log_streams, max_bytes, addr, cap);
+}
+
+pid_t child_server_start_at(const char *bin, const char *listen, int32_t topics,
+                            int32_t log_streams, uint64_t max_bytes, char *addr, size_t cap)
+{
     if (running > 0) {
         fprintf(stderr, "child_server_start: a server is running already\n");
         return -1;
@@ -102,8 +108,8 @@ pid_t child_server_start(const char *bin, int32_t topics, int32_t log_streams, u
     snprintf(ls_s, sizeof(ls_s), "%" PRId32, log_streams);
     snprintf(max_s, sizeof(max_s), "%" PRIu64, max_bytes);
     /* max_bytes 0: the server's default bound (varlog-server refuses --max-bytes 0). */
-    char *argv[] = {(char *)bin,     "--listen", "127.0.0.1:0", "--topics", topics_s,
-                    "--log-streams", ls_s,       "--max-bytes", max_s,      NULL};
+    char *argv[] = {(char *)bin,     "--listen", (char *)listen, "--topics", topics_s,
+                    "--log-streams", ls_s,       "--max-bytes",  max_s,      NULL};
     if (max_bytes == 0)
         argv[7] = NULL;
     int p[2];

@@ -20,6 +20,11 @@
 pid_t child_server_start(const char *bin, int32_t topics, int32_t log_streams, uint64_t max_bytes,
                          char *addr, size_t cap);
 
+/* As child_server_start, listening on listen (127.0.0.1:PORT): a server started again
+ * where a stopped one served. */
+pid_t child_server_start_at(const char *bin, const char *listen, int32_t topics,
+                            int32_t log_streams, uint64_t max_bytes, char *addr, size_t cap);
+
 /* SIGTERM, up to 10 s for it to exit, then SIGKILL; reaps it. Accepts -1. */
 void child_server_stop(pid_t pid);
 

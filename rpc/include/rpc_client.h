@@ -254,12 +254,12 @@ size_t rpc_client_channel_count(rpc_client_t *c);
  * NULL. */
 uint64_t rpc_client_reconnects(rpc_client_t *c);
 
-/* Whether the cached channel to target is connected (READY) as gRPC last saw it; false when
- * there is none or the client is closing. A lost connection is seen at once while any call
- * of this client runs (the I/O thread then reads every connection); with none, as late as
- * gRPC's backup poll (5 s). Only looks: it starts no connection. Does not block beyond the
- * client's lock. A subscription asks it, its own stream running, to tell a stream that waits
- * quietly on a live connection from one still connecting to a node that does not answer. */
+/* Whether the cached channel to target is connected (READY) now; false when there is none
+ * or the client is closing. What reached the client's connections unread (a server's close)
+ * is read first, as before every call. Only looks: it starts no connection. Does not block
+ * beyond the client's lock and one poll that does not wait. A subscription asks it to tell
+ * a stream that waits quietly on a live connection from one still connecting to a node that
+ * does not answer. */
 bool rpc_client_target_ready(rpc_client_t *c, const char *target);
 
 #endif

@@ -92,13 +92,20 @@ varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **o
     pthread_cond_init(&c->calls_drained, NULL);
     wire_cond_init(&c->io_wake);
     c->cq = grpc_completion_queue_create_for_next(NULL);
-    if (!c->cq)
+    c->look_cq = grpc_completion_queue_create_for_next(NULL);
+    if (!c->cq || !c->look_cq) {
+        if (c->cq)
+            wire_cq_destroy_idle(c->cq);
+        if (c->look_cq)
+            wire_cq_destroy_idle(c->look_cq);
         goto fail;
+    }
     bool kicker = rpc_kicker_init(&c->kick, c->cq);
     if (!kicker || pthread_create(&c->io_thread, NULL, io_thread_main, c) != 0) {
         if (kicker)
             rpc_kicker_destroy(&c->kick);
         wire_cq_destroy_idle(c->cq);
+        wire_cq_destroy_idle(c->look_cq);
         goto fail;
     }
     pthread_setname_np(c->io_thread, "varlog-io");
@@ -170,6 +177,7 @@ void rpc_client_destroy(rpc_client_t *c)
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->io_thread, NULL);
     grpc_completion_queue_destroy(c->cq);
+    wire_cq_destroy_idle(c->look_cq);
     pthread_cond_destroy(&c->io_wake);
     pthread_cond_destroy(&c->calls_drained);
     pthread_mutex_destroy(&c->mu);
@@ -195,6 +203,19 @@ static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i
     return e;
 }
 
+/* While the I/O thread is parked (no call of its queue runs) nothing may poll for this
+ * client, so what reached its connections stays unread: a server's close, its GOAWAY. A
+ * call started then is sent on a connection already gone and fails (UNAVAILABLE, its
+ * request maybe sent) where a new connection would have served it, and a channel still
+ * looks READY. One poll without waiting reads that first: epoll1 has one epoll set for
+ * every queue, so a queue with no calls serves. Called with c->mu held; the poll runs
+ * gRPC's own handlers only (this client's tags run where their queues are polled). */
+static void read_unread_io_locked(rpc_client_t *c)
+{
+    if (c->io_calls == 0 && !c->closing)
+        (void)grpc_completion_queue_next(c->look_cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
+}
+
 /* A look at e's state for rpc_client_reconnects. Called with c->mu held. */
 static void channel_observe_locked(rpc_client_t *c, struct rpc_channel_entry *e)
 {
@@ -216,6 +237,7 @@ uint64_t rpc_client_reconnects(rpc_client_t *c)
     if (!c)
         return 0;
     pthread_mutex_lock(&c->mu);
+    read_unread_io_locked(c);
     for (size_t i = 0; i < c->n_channels; i++)
         channel_observe_locked(c, c->channels[i]);
     uint64_t n = c->reconnects;
@@ -229,6 +251,7 @@ bool rpc_client_target_ready(rpc_client_t *c, const char *target)
         return false;
     bool ready = false;
     pthread_mutex_lock(&c->mu);
+    read_unread_io_locked(c);
     for (size_t i = 0; i < c->n_channels && !c->closing; i++) {
         struct rpc_channel_entry *e = c->channels[i];
         if (strcmp(e->target, target) == 0) {
@@ -246,6 +269,7 @@ grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target)
     c->handed_out = NULL;
     for (size_t i = 0; i < c->n_channels; i++) {
         if (strcmp(c->channels[i]->target, target) == 0) {
+            read_unread_io_locked(c);
             channel_observe_locked(c, c->channels[i]);
             c->handed_out = c->channels[i];
             return c->channels[i]->channel;

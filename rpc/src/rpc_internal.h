@@ -98,6 +98,8 @@ struct rpc_client {
     size_t io_calls;
     bool io_parked, io_stop;
     pthread_cond_t io_wake;
+    /* A queue that never holds a call, polled without waiting by read_unread_io_locked. */
+    grpc_completion_queue *look_cq;
 };
 
 /* The cached channel to target, created on first use. Called with c->mu held. NULL on NOMEM.

@@ -563,15 +563,15 @@ static void test_target_ready(void **state)
     if (test_wait_until(target_ready, &silent, 1500))
         fail_msg("%s counted as connected though it never spoke HTTP/2", mute);
 
-    /* The loss is seen at once while a call of the client runs (the subscription's case:
-     * its own stream). With none the I/O thread is parked, and unless the stopping server's
-     * thread happens to read the connection's end, gRPC's backup poller does, up to 5 s
-     * later: that failed 2 runs of 5 with a 3 s bound. The quiet stream is that call. */
+    rpc_stream_destroy(s);
+    close(fd);
+
+    /* With no call left, nothing polls for the client: the look reads the stopped server's
+     * end itself. Without it only gRPC's backup poller, up to 5 s later, or the stopping
+     * server's own thread by chance would (this failed 2 runs of 5 with this bound). */
     svc_stop(&f->svc);
     int64_t seen_within_ms = test_under_valgrind() || test_under_tsan() ? 10000 : 3000;
     assert_true(test_wait_until(target_not_ready, &up, seen_within_ms));
-    rpc_stream_destroy(s);
-    close(fd);
     assert_int_equal(svc_start(&f->svc, 0), VARLOG_OK); /* for the teardown */
 }
 

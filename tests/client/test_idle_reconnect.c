@@ -1,0 +1,159 @@
+/* A client that was idle while its node restarted serves the next call on a new connection.
+ *
+ * While no call of the client runs, no thread of it polls, so the node's close stays unread
+ * in the socket and the channel still looks READY. The next call must read it first
+ * (rpc_client.c, read_unread_io_locked): sent on the old connection, it fails with
+ * UNAVAILABLE and, for an append, MAYBE_APPENDED, though the node never saw it.
+ *
+ * The server is a child process (varlog-server), stopped and started again on the same
+ * port, so that no thread of this process polls while it is down: with an embedded server
+ * its own thread might read the close by chance. append.retries is 0, so that a call sent
+ * on the old connection is not hidden by a retry. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+
+#include "appender_test_util.h"
+#include "child_server.h"
+#include "test_support.h"
+#include "varlog/appender.h"
+#include "varlog/client.h"
+
+#define WAIT_MS 30000
+
+typedef struct env {
+    pid_t server;
+    char addr[64];
+    varlog_client_t *client;
+} env_t;
+
+static env_t g_env = {.server = -1};
+
+static int setup(void **state)
+{
+    env_t *e = &g_env;
+    e->server = child_server_start(VARLOG_SERVER_PROGRAM, 1, 1, 0, e->addr, sizeof(e->addr));
+    if (e->server <= 0)
+        return -1;
+    varlog_conf_t *conf = varlog_conf_new();
+    char err[256];
+    const char *pairs[] = {
+        "metadata.addresses", e->addr, "metadata.refresh.interval.ms", "0", "append.retries", "0",
+        "log.level",          "err"};
+    for (size_t i = 0; conf && i < sizeof(pairs) / sizeof(pairs[0]); i += 2)
+        if (varlog_conf_set(conf, pairs[i], pairs[i + 1], err, sizeof(err)) != VARLOG_OK) {
+            fprintf(stderr, "%s: %s\n", pairs[i], err);
+            varlog_conf_destroy(conf);
+            return -1;
+        }
+    if (!conf || varlog_client_new(&conf, &e->client, err, sizeof(err)) != VARLOG_OK) {
+        fprintf(stderr, "varlog_client_new: %s\n", err);
+        varlog_conf_destroy(conf);
+        return -1;
+    }
+    *state = e;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    env_t *e = *state;
+    varlog_client_destroy(e->client);
+    e->client = NULL;
+    child_server_stop(e->server);
+    e->server = -1;
+    return 0;
+}
+
+/* The node goes away and comes back on the same address while the client is idle. */
+static void restart_node(env_t *e)
+{
+    child_server_stop(e->server); /* reaped: its sockets are closed */
+    char again[64];
+    e->server =
+        child_server_start_at(VARLOG_SERVER_PROGRAM, e->addr, 1, 1, 0, again, sizeof(again));
+    assert_true(e->server > 0);
+    assert_string_equal(again, e->addr);
+}
+
+static void append_one(env_t *e, const char *what)
+{
+    varlog_record_t r = {"idle", 4};
+    varlog_outcome_t outcome = VARLOG_NOT_APPENDED;
+    varlog_err_t rc = varlog_append(e->client, 1, &r, 1, WAIT_MS, NULL, &outcome);
+    if (rc != VARLOG_OK)
+        fail_msg("%s: %s (%s), outcome %s", what, varlog_err_name(rc), varlog_last_error(),
+                 varlog_outcome_name(outcome));
+}
+
+static void test_sync_append_after_restart(void **state)
+{
+    env_t *e = *state;
+    append_one(e, "before the restart");
+    for (int i = 0; i < 5; i++) {
+        restart_node(e);
+        append_one(e, "first append after the restart");
+    }
+}
+
+typedef struct result {
+    atu_sync_t sync;
+    bool done;
+    varlog_err_t err;
+    varlog_outcome_t outcome;
+} result_t;
+
+static void on_result(const varlog_append_result_t *r, void *opaque)
+{
+    result_t *res = opaque;
+    pthread_mutex_lock(&res->sync.mu);
+    res->err = r->err;
+    res->outcome = r->outcome;
+    res->done = true;
+    pthread_cond_broadcast(&res->sync.cv);
+    pthread_mutex_unlock(&res->sync.mu);
+}
+
+static void appender_one(varlog_appender_t *app, const char *what)
+{
+    result_t res = {.err = VARLOG_ERR_INTERNAL};
+    atu_sync_init(&res.sync);
+    varlog_record_t r = {"idle", 4};
+    assert_int_equal(varlog_appender_append(app, &r, 1, -1, on_result, &res), VARLOG_OK);
+    assert_true(atu_wait_true(&res.sync, &res.done, WAIT_MS));
+    atu_sync_destroy(&res.sync);
+    if (res.err != VARLOG_OK)
+        fail_msg("%s: %s, outcome %s", what, varlog_err_name(res.err),
+                 varlog_outcome_name(res.outcome));
+}
+
+/* The appender keeps its stream open while idle: its end is read before the next send. */
+static void test_appender_after_restart(void **state)
+{
+    env_t *e = *state;
+    varlog_appender_t *app = NULL;
+    assert_int_equal(varlog_appender_new(e->client, 1, 0, &app), VARLOG_OK);
+    appender_one(app, "before the restart");
+    for (int i = 0; i < 5; i++) {
+        restart_node(e);
+        appender_one(app, "first append after the restart");
+    }
+    assert_int_equal(varlog_appender_close(&app, WAIT_MS), VARLOG_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_sync_append_after_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_appender_after_restart, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
