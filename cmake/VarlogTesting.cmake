@@ -36,3 +36,15 @@ function(varlog_add_test name)
             LABELS "memcheck;${ARG_LABELS}" ENVIRONMENT "VARLOG_UNDER_VALGRIND=1")
     endif()
 endfunction()
+
+# varlog_test_child_server(<name>)
+#
+# For a test whose server is varlog-server run as a child process (bench/child_server.h): its
+# sources, header and the program's path (VARLOG_SERVER_PROGRAM), built before the test.
+function(varlog_test_child_server name)
+    target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/bench/child_server.c)
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/bench)
+    target_compile_definitions(${name} PRIVATE
+        VARLOG_SERVER_PROGRAM="$<TARGET_FILE:varlog-server>")
+    add_dependencies(${name} varlog-server)
+endfunction()

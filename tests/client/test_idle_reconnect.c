@@ -9,7 +9,6 @@
  * port, so that no thread of this process polls while it is down: with an embedded server
  * its own thread might read the close by chance. append.retries is 0, so that a call sent
  * on the old connection is not hidden by a retry. */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -114,12 +113,9 @@ typedef struct result {
 static void on_result(const varlog_append_result_t *r, void *opaque)
 {
     result_t *res = opaque;
-    pthread_mutex_lock(&res->sync.mu);
-    res->err = r->err;
+    res->err = r->err; /* read once atu_wait_true saw done, under the same mutex */
     res->outcome = r->outcome;
-    res->done = true;
-    pthread_cond_broadcast(&res->sync.cv);
-    pthread_mutex_unlock(&res->sync.mu);
+    atu_set_true(&res->sync, &res->done);
 }
 
 static void appender_one(varlog_appender_t *app, const char *what)
