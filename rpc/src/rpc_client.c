@@ -6,16 +6,24 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
+/* Whether the I/O thread should be parked: calls run, but none of them on its queue (see
+ * rpc_client.io_calls). With no call at all it polls, idle: nothing else of the client may,
+ * and what reaches the connections (a node's close) must be read before the next call. */
+static bool io_parks_locked(const rpc_client_t *c)
+{
+    return c->io_calls == 0 && c->n_calls > 0;
+}
+
 static void *io_thread_main(void *arg)
 {
     rpc_client_t *c = arg;
     /* Named here too: the creator names it only once pthread_create returned. */
     pthread_setname_np(pthread_self(), "varlog-io");
     for (;;) {
-        /* Parked while no call of the queue runs: see rpc_client.io_calls. The last call's
-         * end kicks the queue when it happens on another thread. */
+        /* A call of another queue starting while it polls, or the last call of its own queue
+         * ending on another thread while such calls run, kicks the queue so that it parks. */
         pthread_mutex_lock(&c->mu);
-        while (c->io_calls == 0 && !c->io_stop) {
+        while (io_parks_locked(c) && !c->io_stop) {
             c->io_parked = true;
             pthread_cond_wait(&c->io_wake, &c->mu);
         }
@@ -203,16 +211,18 @@ static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i
     return e;
 }
 
-/* While the I/O thread is parked (no call of its queue runs) nothing may poll for this
- * client, so what reached its connections stays unread: a server's close, its GOAWAY. A
- * call started then is sent on a connection already gone and fails (UNAVAILABLE, its
- * request maybe sent) where a new connection would have served it, and a channel still
- * looks READY. One poll without waiting reads that first: epoll1 has one epoll set for
- * every queue, so a queue with no calls serves. Called with c->mu held; the poll runs
- * gRPC's own handlers only (this client's tags run where their queues are polled). */
+/* While the I/O thread is parked, only pollers' owners poll, and an idle one does not (an
+ * appender waiting for records), so what reached the connections may be unread: a node's
+ * close, its GOAWAY. A call started then would go on a connection already gone and fail
+ * (UNAVAILABLE, its request maybe sent) where a new connection would have served it, and a
+ * channel still looks READY. One poll without waiting reads most of that first: epoll1 has
+ * one epoll set for every queue, so a queue with no calls serves. Not all: that poll handles
+ * one event, and gRPC may finish the transport's work on its executor after it returned.
+ * Called with c->mu held; the poll runs gRPC's own handlers only (this client's tags run
+ * where their queues are polled). */
 static void read_unread_io_locked(rpc_client_t *c)
 {
-    if (c->io_calls == 0 && !c->closing)
+    if (io_parks_locked(c) && !c->closing)
         (void)grpc_completion_queue_next(c->look_cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
 }
 
@@ -371,14 +381,27 @@ varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
     link->prev = c->calls.prev;
     c->calls.prev->next = link;
     c->calls.prev = link;
-    c->n_calls++;
+    bool first = c->n_calls++ == 0;
     if (!link->polled && c->io_calls++ == 0 && c->io_parked)
         pthread_cond_signal(&c->io_wake);
+    else if (link->polled && first)
+        rpc_kicker_kick(&c->kick); /* it polls for an idle client: out, to park */
     link->chan = c->handed_out;
     c->handed_out = NULL;
     if (link->chan)
         link->chan->n_calls++;
     return VARLOG_OK;
+}
+
+/* One call fewer: the last wakes a destroy waiting for the list to drain, and the I/O
+ * thread, parked while only other queues' calls ran, to poll for the idle client. */
+static void call_count_drop_locked(rpc_client_t *c)
+{
+    if (--c->n_calls > 0)
+        return;
+    pthread_cond_broadcast(&c->calls_drained);
+    if (c->io_parked)
+        pthread_cond_signal(&c->io_wake);
 }
 
 void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
@@ -390,9 +413,11 @@ void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
     link->next = link->prev = link;
     struct rpc_channel_entry *e = link->chan;
     link->chan = NULL;
-    /* The I/O thread parks once it comes back from the queue; from another thread, the last
-     * call's end must make it come back (a kick is one completion, cheap and rare). */
-    if (!link->polled && --c->io_calls == 0 && !pthread_equal(pthread_self(), c->io_thread))
+    /* The I/O thread parks once it comes back from the queue while other queues' calls run;
+     * from another thread, the last call's end must make it come back (a kick is one
+     * completion, cheap and rare). With no call left it goes on polling. */
+    if (!link->polled && --c->io_calls == 0 && c->n_calls > 1 &&
+        !pthread_equal(pthread_self(), c->io_thread))
         rpc_kicker_kick(&c->kick);
     if (e && !e->doomed)
         channel_observe_locked(c, e);
@@ -407,14 +432,13 @@ void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
     /* A channel dropped by a retain goes with its last call. It is destroyed before the call
      * stops counting, so that rpc_client_destroy, which waits for the count to drain, cannot
      * shut gRPC down under it. */
-    if (!gone && --c->n_calls == 0)
-        pthread_cond_broadcast(&c->calls_drained);
+    if (!gone)
+        call_count_drop_locked(c);
     pthread_mutex_unlock(&c->mu);
     if (gone) {
         channel_entry_free(gone);
         pthread_mutex_lock(&c->mu);
-        if (--c->n_calls == 0)
-            pthread_cond_broadcast(&c->calls_drained);
+        call_count_drop_locked(c);
         pthread_mutex_unlock(&c->mu);
     }
 }

@@ -91,10 +91,11 @@ struct rpc_client {
     struct rpc_channel_entry *handed_out;
     grpc_channel_args channel_args; /* wire's client arguments + the reconnect backoff */
     uint64_t reconnects;            /* rpc_client_reconnects */
-    /* Calls on cq: the I/O thread polls only while there are any. Calls on pollers are
-     * completed by their owners, and a second thread inside gRPC's poller (epoll1 has one
-     * epoll set for all queues, and its workers pass the polling role to each other at every
-     * event) would take a wake-up per event from them. */
+    /* Calls on cq. The I/O thread parks while calls run and none of them is on cq: calls on
+     * pollers are completed by their owners, and a second thread inside gRPC's poller (epoll1
+     * has one epoll set for all queues, and its workers pass the polling role to each other
+     * at every event) would take a wake-up per event from them. With no call at all it polls,
+     * so that a node's close is read when it comes, not by the next call. */
     size_t io_calls;
     bool io_parked, io_stop;
     pthread_cond_t io_wake;
