@@ -34,6 +34,8 @@ typedef struct record_state {
 
 /* Set by the first failed callback: the main thread then stops queuing records. */
 static atomic_bool failing;
+/* Set by the first successful callback, which reports the run's first stored record. */
+static atomic_bool stored_one;
 
 static void on_appended(const varlog_append_result_t *res, void *opaque)
 {
@@ -41,6 +43,10 @@ static void on_appended(const varlog_append_result_t *res, void *opaque)
     if (res->err == VARLOG_OK) {
         rs->fate = STORED;
         rs->glsn = res->metas[0].glsn;
+        /* progress a watcher can wait for: the cluster took the first record */
+        if (!atomic_exchange(&stored_one, true))
+            fprintf(stderr, "producer: first record stored at GLSN %llu\n",
+                    (unsigned long long)rs->glsn);
         return;
     }
     if (res->outcome == VARLOG_NOT_APPENDED) {

@@ -16,6 +16,7 @@ mpid=
 cleanup() {
     for p in $mpid $pid; do
         kill "$p" 2>/dev/null || true
+        kill -CONT "$p" 2>/dev/null || true # a producer stopped below
         wait "$p" 2>/dev/null || true
     done
     rm -rf "$dir"
@@ -56,10 +57,11 @@ if [ -n "$hello_append" ]; then
 fi
 
 if [ -n "$metrics_http" ]; then
-    # 3 s of appends on a free port, which it prints first; GET /metrics over bash's
-    # /dev/tcp (no curl needed) until a sent-messages sample is there (bounded: 20 tries)
+    # Appends until told to stop (SECONDS 0), on a free port, which it prints first; GET
+    # /metrics over bash's /dev/tcp (no curl needed) until a sent-messages sample is there
+    # (bounded: 60 s), then SIGTERM, as Ctrl-C would: it must stop and exit 0.
     mkfifo "$dir/metrics"
-    "$metrics_http" "$addr" 0 3 >"$dir/metrics" &
+    "$metrics_http" "$addr" 0 0 >"$dir/metrics" &
     mpid=$!
     exec 4<"$dir/metrics"
     if ! read -r -t 30 line <&4; then
@@ -69,7 +71,8 @@ if [ -n "$metrics_http" ]; then
     echo "$line"
     mport=$(sed -n 's|.*http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' <<<"$line")
     scraped=
-    for _ in $(seq 20); do
+    scrape_until=$((SECONDS + 60))
+    while [ "$SECONDS" -lt "$scrape_until" ]; do
         exec 5<>"/dev/tcp/127.0.0.1/$mport"
         printf 'GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&5
         reply=$(timeout 10 cat <&5 | tr -d '\r')
@@ -78,7 +81,9 @@ if [ -n "$metrics_http" ]; then
             scraped=1
             break
         fi
-        sleep 0.2 # the first record's callback: nothing to be told of it
+        # no sample yet: the first record's callback has not run, and nothing tells us when
+        # it does; 0.2 s is how often we look, the 60 s above the bound
+        sleep 0.2
     done
     if [ -z "$scraped" ] || ! grep -q '^HTTP/1.[01] 200' <<<"$reply" ||
         ! grep -qi '^Content-Type: text/plain; version=0.0.4; charset=utf-8$' <<<"$reply"; then
@@ -88,6 +93,7 @@ if [ -n "$metrics_http" ]; then
     fi
     echo "metrics_http: GET /metrics: $(grep -c '^# TYPE' <<<"$reply") families, e.g."
     grep '^messaging_client_sent_messages_total{' <<<"$reply" | head -n 1
+    kill -TERM "$mpid"
     rc=0
     timeout 30 tail --pid="$mpid" -f /dev/null || { echo "run_examples: $metrics_http did not end within 30 s" >&2; exit 1; }
     wait "$mpid" || rc=$?
@@ -103,11 +109,15 @@ fi
 # A dead cluster (issue 19): the server killed under a producer of 3,000,000 records. The
 # producer must give up by itself, every call it queued settled (its summary counts them),
 # well within appender.delivery.timeout.ms (30 s) after the kill.
+# No time decides the order of events: the producer reports its first stored record on
+# stderr (a FIFO read here), is stopped with SIGSTOP at once, the server is killed, and only
+# then is the producer continued. However fast or slow the machine, the server dies after
+# the producer's client opened and before it could store all its records.
 kill "$pid"
 wait "$pid" 2>/dev/null || true
 pid=
 rm -f "$dir/out"
-mkfifo "$dir/out"
+mkfifo "$dir/out" "$dir/dead.fifo"
 "$server" --listen 127.0.0.1:0 --topics 1 --log-streams 2 >"$dir/out" &
 pid=$!
 exec 3<"$dir/out"
@@ -115,17 +125,37 @@ if ! read -r -t 30 addr <&3; then
     echo "run_examples: $server printed no address within 30 s" >&2
     exit 1
 fi
-"$producer" "$addr" 1 3000000 >"$dir/dead.out" 2>"$dir/dead.err" &
+"$producer" "$addr" 1 3000000 >"$dir/dead.out" 2>"$dir/dead.fifo" &
 ppid=$!
-sleep 0.5 # the scenario: the server dies half a second into the run
+mpid=$ppid # stopped on every way out, like the metrics program
+exec 6<"$dir/dead.fifo"
+progress=
+while read -r -t 60 line <&6; do
+    echo "$line" >>"$dir/dead.err"
+    if [[ $line == "producer: first record stored at GLSN "* ]]; then
+        progress=1
+        break
+    fi
+done
+kill -STOP "$ppid" 2>/dev/null || true # it may have ended: then progress is empty
+if [ -z "$progress" ]; then
+    echo "run_examples: the producer reported no stored record within 60 s:" >&2
+    head -c 2000 "$dir/dead.err" >&2
+    exit 1
+fi
+cat <&6 >>"$dir/dead.err" & # the rest of its stderr, so that it never blocks on the pipe
+exec 6<&-
 kill -KILL "$pid"
 wait "$pid" 2>/dev/null || true
 pid=
 killed=$(date +%s%N)
+kill -CONT "$ppid"
 rc=0
 # Bounded: a producer still running 40 s after the kill fails the test.
 timeout 40 tail --pid="$ppid" -f /dev/null || { kill -KILL "$ppid"; echo "run_examples: the producer did not end within 40 s of the server's death" >&2; exit 1; }
 wait "$ppid" || rc=$?
+mpid=
+wait # the stderr reader ends with the producer
 took_ms=$((($(date +%s%N) - killed) / 1000000))
 cat "$dir/dead.out"
 head -c 2000 "$dir/dead.err"
