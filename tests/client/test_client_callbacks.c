@@ -28,9 +28,10 @@ static struct {
     pthread_t known[3]; /* test threads: the callback does nothing there */
     size_t n_known;
     action_t action;
-    bool acting;   /* the callback is in its action */
-    bool done;     /* the action finished */
-    bool released; /* ACT_BLOCK / ACT_WAIT_OTHER may return */
+    bool acting;     /* the callback is in its action */
+    bool done;       /* the action finished */
+    bool released;   /* ACT_BLOCK / ACT_WAIT_OTHER may return */
+    bool destroying; /* the test is about to call varlog_client_destroy */
     varlog_client_t *client;
     varlog_err_t inner_err;
 } cb = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -41,7 +42,7 @@ static void cb_reset(action_t action)
     cb.known[0] = pthread_self();
     cb.n_known = 1;
     cb.action = action;
-    cb.acting = cb.done = cb.released = false;
+    cb.acting = cb.done = cb.released = cb.destroying = false;
     cb.client = NULL;
     cb.inner_err = VARLOG_ERR_INTERNAL;
     pthread_mutex_unlock(&cb.mu);
@@ -147,12 +148,23 @@ static bool cb_acting(void *arg)
 
 /* ---- tests -------------------------------------------------------------------------------- */
 
-static void *release_later(void *arg)
+static bool destroy_blocked(void *arg)
 {
     (void)arg;
-    /* A stall of a few hundred ms past the point where destroy started. */
-    struct timespec ts = {.tv_sec = 0, .tv_nsec = 300000000L};
-    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&cb.mu);
+    bool destroying = cb.destroying;
+    pthread_mutex_unlock(&cb.mu);
+    return destroying && test_main_thread_blocked();
+}
+
+static void *release_when_destroy_waits(void *arg)
+{
+    (void)arg;
+    /* The stalled handler is released once destroy has started and blocked in a wait (for
+     * that handler, if destroy is right): an event, so that on any machine the release comes
+     * while destroy waits, not before it began. Bounded: released anyway after the bound,
+     * then the assertion below still holds but proves less. */
+    (void)test_wait_until(destroy_blocked, NULL, cf_wait_bound_ms());
     pthread_mutex_lock(&cb.mu);
     cb.released = true;
     pthread_cond_broadcast(&cb.cv);
@@ -188,7 +200,10 @@ static void test_stalled_retry_handler_outlives_watchdog(void **state)
     assert_true(test_wait_until(abandoned_handlers, &f, cf_wait_bound_ms() * 2));
 
     pthread_t releaser;
-    assert_int_equal(pthread_create(&releaser, NULL, release_later, NULL), 0);
+    assert_int_equal(pthread_create(&releaser, NULL, release_when_destroy_waits, NULL), 0);
+    pthread_mutex_lock(&cb.mu);
+    cb.destroying = true;
+    pthread_mutex_unlock(&cb.mu);
     varlog_client_destroy(f.client);
     f.client = NULL;
     pthread_mutex_lock(&cb.mu);

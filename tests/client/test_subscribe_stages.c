@@ -31,7 +31,7 @@
 #include "varlog/subscribe.h"
 
 #define N 6                 /* entries, alternating between log streams 1 and 2 */
-#define SLEEP_NS 20000000LL /* each handler's sleep: 20 ms */
+#define SLEEP_NS 20000000LL /* each handler's sleep, the time under test: 20 ms */
 #define LS_OF(glsn) ((int32_t)(2 - (glsn) % 2)) /* GLSN 1 -> 1, 2 -> 2, 3 -> 1, ... */
 
 /* ---- clock reads on the subscription's thread -------------------------------------------- */

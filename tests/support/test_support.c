@@ -35,6 +35,7 @@ bool test_wait_until(bool (*cond)(void *arg), void *arg, int64_t timeout_ms)
             return true;
         if (test_now_ms() >= deadline)
             return cond(arg);
+        /* how often cond is looked at (50 us doubling to 10 ms), not how long anything takes */
         struct timespec ts = {0, pause_us * 1000};
         nanosleep(&ts, NULL);
         if (pause_us < 10000)
@@ -100,6 +101,19 @@ static long sum_over_named(const char *name, bool switches)
             n += switches ? task_switches(e->d_name) : 1;
     closedir(d);
     return n;
+}
+
+bool test_main_thread_blocked(void)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", (long)getpid());
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool read = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    const char *end = read ? strrchr(line, ')') : NULL; /* the name may hold spaces and ')' */
+    return end && (end[2] == 'S' || end[2] == 'D');
 }
 
 int test_thread_count_named(const char *name)

@@ -44,6 +44,11 @@ long test_thread_switches_named(const char *name);
  * the start of a test that follows one, must be awaited rather than read once. */
 int test_await_thread_count_named(const char *name, int n, int64_t timeout_ms);
 
+/* Whether the process's main thread is blocked (state S or D in /proc/self/task/PID/stat):
+ * asleep in a wait, as a thread that called a blocking function and has not returned is.
+ * Under valgrind a thread waiting for valgrind's own lock reads as blocked too. */
+bool test_main_thread_blocked(void);
+
 /* Resident set size of this process in KiB (from /proc/self/statm). */
 long test_rss_kib(void);
 

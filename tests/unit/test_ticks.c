@@ -19,6 +19,7 @@
 /* The histogram's own error bound is 0.39 %: the conversion must stay well inside it. */
 #define TOLERANCE 0.002
 
+/* The interval under test: the clock readings around it, not its length, are compared. */
 static void nap_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
