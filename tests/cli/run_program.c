@@ -131,6 +131,9 @@ run_result_t run_program(const char *path, const char *const *args, const run_op
             fail_msg("%s %s did not end within %lld ms; stderr: %s", args[0],
                      args[1] ? args[1] : "", (long long)(deadline - t0), r.err);
         }
+        if (opts->notice_when && opts->noticed && !atomic_load(opts->noticed) &&
+            (strstr(r.err, opts->notice_when) || strstr(r.out, opts->notice_when)))
+            atomic_store(opts->noticed, true);
         if (interrupt_at < 0 && !interrupted && opts->interrupt_when &&
             (strstr(r.err, opts->interrupt_when) || strstr(r.out, opts->interrupt_when)))
             interrupt_at = now + opts->interrupt_after_ms;

@@ -3,6 +3,7 @@
 
 /* Runs a built program (varlog-cli, varlog-server) as a user would and collects what it
  * printed: for the tests of what a new user sees (test_cli_ux.c, test_server_tool.c). */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -15,6 +16,10 @@ typedef struct run_opts {
     const char *interrupt_when;
     int64_t timeout_ms; /* killed, failing the test, after this long; 0: 60 s */
     const char *env;    /* "NAME=VALUE" added to the environment, or NULL */
+    /* With noticed: *noticed becomes true (from run_program's thread) once stdout or stderr
+     * holds this text, for another thread that waits for the program to get that far. */
+    const char *notice_when;
+    atomic_bool *noticed;
 } run_opts_t;
 
 typedef struct run_result {
