@@ -43,6 +43,27 @@ int count_lines(const char *s)
     return n;
 }
 
+int count_lines_but_open_notice(const char *s)
+{
+    int n = 0;
+    for (const char *line = s; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        if (!strstr(buf, ": waiting for the metadata repository at "))
+            n++;
+        line += len + (end ? 1 : 0);
+    }
+    return n;
+}
+
+void assert_quiet_but_open_notice(const char *err)
+{
+    if (count_lines_but_open_notice(err) != 0)
+        fail_msg("stderr '%s', want nothing (but the open notice)", err);
+}
+
 void run_result_free(run_result_t *r)
 {
     free(r->out);
