@@ -33,6 +33,8 @@ fi
 "$PY" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
     skip "Python.h not found for $PY: apt-get install python3-dev (make deps)"
 "$PY" -c 'import pytest' 2>/dev/null || skip "pytest not found for $PY: apt-get install python3-pytest (make deps)"
+"$PY" -c 'import pytest_timeout' 2>/dev/null ||
+    skip "pytest-timeout not found for $PY: apt-get install python3-pytest-timeout (make deps)"
 
 # VARLOG_PY_SUITE=tests_cluster: the real-cluster scenario (CTest python_cluster, label
 # cluster), skipped like the C cluster tests where no Varlog binaries exist.
@@ -50,7 +52,15 @@ if ! VARLOG_BUILD_DIR="$BUILD" VARLOG_PY_CFLAGS=-Werror "$PY" setup.py -q build 
     exit 1
 fi
 cd "$OUT" || exit 1
-PYTHONPATH="$OUT/lib" "$PY" -m pytest -q -p no:cacheprovider --rootdir "$HERE" "$HERE/$SUITE" "$@"
+# Each test is bounded (a hang ran 600 s): past VARLOG_PY_TEST_TIMEOUT seconds (30; the
+# slowest test takes 3 s beside busy loops) pytest-timeout fails it with its traceback and the
+# suite goes on; should the test not get back to the interpreter (a C call that never returns,
+# with or without the GIL), 15 s later conftest.py's faulthandler writes every thread's stack
+# to fd 3 (stderr, which pytest does not capture there) and ends the run.
+PY_TIMEOUT=${VARLOG_PY_TEST_TIMEOUT:-30}
+PYTHONPATH="$OUT/lib" VARLOG_PY_TEST_TIMEOUT="$PY_TIMEOUT" VARLOG_PY_HANG_FD=3 \
+    "$PY" -m pytest -q -p no:cacheprovider --timeout="$PY_TIMEOUT" --timeout-method=signal \
+    --rootdir "$HERE" "$HERE/$SUITE" "$@" 3>&2
 rc=$?
 if [ $rc -eq 5 ]; then
     echo "python tests: pytest collected no tests (exit 5): failing"

@@ -78,14 +78,18 @@ def test_failures_reach_the_futures(server):
 def test_queue_full_raised_or_waited(server):
     with varlog.Client(server.address, appender_queue_max_records=2,
                        appender_batch_max_records=1, appender_linger_ms=0) as c:
-        server.delay(APPEND, 300)
+        # The window: the server answers each Append 0.5 s after reading it, so the two first
+        # records fill the queue until then (the server can hold a call only for a time, not
+        # until told); the checks below take microseconds of it.
+        server.delay(APPEND, 500)
         with c.appender(1, log_stream=1) as app:
             f1, f2 = app.append(b"1"), app.append(b"2")
             with pytest.raises(varlog.QueueFull) as ei:
                 app.append(b"3", timeout=0)
             assert isinstance(ei.value, varlog.NotAppended) and ei.value.name == "ERR_QUEUE_FULL"
             with pytest.raises(varlog.QueueFull):
-                app.append(b"3", timeout=0.05)
+                app.append(b"3", timeout=0.05)  # the timeout is under test: it waits, then fails
+            assert not f2.done()  # still inside the window
             f3 = app.append(b"3")  # waits, GIL released, until the first two are stored
             assert [f.result(timeout=10).glsn for f in (f1, f2)] == [1, 2]
             assert f3.result(timeout=10).glsn == 3

@@ -1,10 +1,12 @@
 import _thread
+import sys
 import threading
 import time
 
 import pytest
 
 import varlog
+from conftest import wait_for
 
 
 def test_subscribe_reads_a_range_in_glsn_order(client):
@@ -34,7 +36,7 @@ def test_subscribe_to_reads_one_log_stream_in_llsn_order(client):
 def test_tail_waits_and_times_out(client):
     with client.subscribe(1, 1) as sub:
         t = time.monotonic()
-        assert sub.next(timeout=0.2) is None
+        assert sub.next(timeout=0.2) is None  # the timeout is under test: no sooner than 0.2 s
         assert time.monotonic() - t >= 0.19
         client.append(1, b"late")
         e = sub.next(timeout=10)
@@ -50,20 +52,31 @@ def test_bad_ranges_and_unknown_topic(client):
         client.subscribe(1, "one")
 
 
+def waiting_at(ident, line):
+    """Whether thread `ident` stands at `line`, a line with nothing but one call of a C method
+    that releases the GIL while it waits (Subscription.next). Asked while this thread holds the
+    GIL: the interpreter lets another thread run only at a function's start, a loop's jump and
+    the end of a call, none of them on that line before its call returns, so a thread seen at
+    it is inside the call, waiting."""
+    f = sys._current_frames().get(ident)
+    return f is not None and f.f_lineno == line
+
+
 def test_close_from_another_thread_wakes_the_reader(client):
     sub = client.subscribe(1, 1)
     err = []
+    at = []
 
     def read():
+        at.append(sys._getframe().f_lineno + 2)
         try:
-            for _ in sub:
-                pass
+            sub.next()  # nothing comes: it waits until the close
         except varlog.Closed as e:
             err.append(e)
 
     t = threading.Thread(target=read)
     t.start()
-    time.sleep(0.2)
+    assert wait_for(lambda: at and waiting_at(t.ident, at[0]))  # the reader waits in next
     sub.close()
     t.join(5)
     assert not t.is_alive() and len(err) == 1
@@ -75,13 +88,26 @@ def test_close_from_another_thread_wakes_the_reader(client):
 
 
 def test_keyboard_interrupt_is_noticed_while_waiting(client):
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
-    t = time.monotonic()
+    main = threading.get_ident()
+    at = []
+    sent = []
+
+    def interrupt_once_waiting():
+        if wait_for(lambda: at and waiting_at(main, at[0])):
+            sent.append(time.monotonic())
+            _thread.interrupt_main()
+
+    sub = client.subscribe(1, 1)
+    helper = threading.Thread(target=interrupt_once_waiting)
+    helper.start()
     with pytest.raises(KeyboardInterrupt):
-        for _ in client.subscribe(1, 1):
-            pass
-    assert time.monotonic() - t < 3
+        at.append(sys._getframe().f_lineno + 1)
+        sub.next()  # nothing comes: it waits until the interrupt
+    helper.join(5)
+    sub.close()
+    assert sent
+    # how soon the wait notices a signal is under test: the binding looks every few ms
+    assert time.monotonic() - sent[0] < 3
 
 
 def test_trimmed_range_raises_trimmed(client):

@@ -43,6 +43,27 @@ int count_lines(const char *s)
     return n;
 }
 
+int count_lines_but_open_notice(const char *s)
+{
+    int n = 0;
+    for (const char *line = s; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        if (!strstr(buf, ": waiting for the metadata repository at "))
+            n++;
+        line += len + (end ? 1 : 0);
+    }
+    return n;
+}
+
+void assert_quiet_but_open_notice(const char *err)
+{
+    if (count_lines_but_open_notice(err) != 0)
+        fail_msg("stderr '%s', want nothing (but the open notice)", err);
+}
+
 void run_result_free(run_result_t *r)
 {
     free(r->out);
@@ -131,6 +152,9 @@ run_result_t run_program(const char *path, const char *const *args, const run_op
             fail_msg("%s %s did not end within %lld ms; stderr: %s", args[0],
                      args[1] ? args[1] : "", (long long)(deadline - t0), r.err);
         }
+        if (opts->notice_when && opts->noticed && !atomic_load(opts->noticed) &&
+            (strstr(r.err, opts->notice_when) || strstr(r.out, opts->notice_when)))
+            atomic_store(opts->noticed, true);
         if (interrupt_at < 0 && !interrupted && opts->interrupt_when &&
             (strstr(r.err, opts->interrupt_when) || strstr(r.out, opts->interrupt_when)))
             interrupt_at = now + opts->interrupt_after_ms;

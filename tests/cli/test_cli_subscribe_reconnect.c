@@ -97,47 +97,64 @@ static void expect_in(const char *what, const char *text, const char *needle)
 
 /* ---- the outage, from another thread while the CLI runs ----------------------------------- */
 
+/* Failing Subscribe calls the outage lasts after the restart: more than a count bound of the
+ * old library's size allowed (subscribe.retries 10: the break and 10 failed reopenings), so a
+ * count put back in the library ends the tail inside the outage and fails the test, however
+ * fast the machine. The CLI's backoff is capped at OUTAGE_BACKOFF_MAX_MS (-X) so that these
+ * calls take about a second, not the default cap's 15 s or more. */
+#define OUTAGE_CALLS 25
+#define OUTAGE_BACKOFF_MAX_MS "100"
+
 typedef struct outage {
     fixture_t *f;
     pthread_t thread;
+    atomic_bool reconnecting; /* the CLI printed its "reconnecting after" line */
+    atomic_bool cli_ended;    /* run_program returned */
     atomic_bool failed;
     char why[256];
 } outage_t;
 
 typedef struct calls_wait {
-    fixture_t *f;
+    outage_t *o;
     uint64_t calls;
+    bool need_line; /* also the CLI's "reconnecting after" line */
 } calls_wait_t;
 
 static bool calls_reached(void *arg)
 {
     calls_wait_t *w = arg;
-    return varlog_server_call_count(w->f->srv, PATH_SUBSCRIBE) >= w->calls;
+    if (atomic_load(&w->o->cli_ended))
+        return true;
+    return varlog_server_call_count(w->o->f->srv, PATH_SUBSCRIBE) >= w->calls &&
+           (!w->need_line || atomic_load(&w->o->reconnecting));
 }
 
-/* Waits (bounded) until the CLI made `calls` Subscribe calls. */
-static bool await_calls(fixture_t *f, uint64_t calls)
+/* Waits (bounded) until the CLI made `calls` Subscribe calls (and, with need_line, printed
+ * that it reconnects); false when it did not or the CLI ended first. */
+static bool await_calls(outage_t *o, uint64_t calls, bool need_line)
 {
-    calls_wait_t w = {f, calls};
-    return test_wait_until(calls_reached, &w, WAIT_MS);
+    calls_wait_t w = {o, calls, need_line};
+    return test_wait_until(calls_reached, &w, WAIT_MS) && !atomic_load(&o->cli_ended);
 }
 
-/* Once the CLI tails: the node restarts, and its Subscribe calls keep failing for 6 calls
- * more (with the default backoff, at least 375 ms: the CLI looks every 200 ms); then it
+/* Once the CLI tails: the node restarts, and its Subscribe calls keep failing until the CLI
+ * made OUTAGE_CALLS of them and said it is reconnecting (the events, not a time: the CLI
+ * looks at the subscription's health every 200 ms, however long that takes here); then it
  * serves again and 3 more entries are appended. */
 static void *outage_run(void *arg)
 {
     outage_t *o = arg;
     fixture_t *f = o->f;
     const char *step = "waiting for the CLI's first Subscribe";
-    if (await_calls(f, 1)) {
+    uint64_t base = 0;
+    if (await_calls(o, 1, false)) {
         step = "stopping or restarting the server";
-        uint64_t base = varlog_server_call_count(f->srv, PATH_SUBSCRIBE);
+        base = varlog_server_call_count(f->srv, PATH_SUBSCRIBE);
         if (varlog_server_fail_next(f->srv, PATH_SUBSCRIBE, GRPC_UNAVAILABLE, INJECTED, 1000000) ==
                 VARLOG_OK &&
             varlog_server_stop(f->srv) == VARLOG_OK && varlog_server_restart(f->srv) == VARLOG_OK) {
-            step = "waiting for the CLI's failing Subscribe calls";
-            if (await_calls(f, base + 6)) {
+            step = "waiting for the CLI's failing Subscribe calls and its reconnecting line";
+            if (await_calls(o, base + OUTAGE_CALLS, true)) {
                 varlog_server_clear_faults(f->srv);
                 step = "appending after the outage";
                 if (append_n(f, 3) == VARLOG_OK)
@@ -145,27 +162,38 @@ static void *outage_run(void *arg)
             }
         }
     }
-    snprintf(o->why, sizeof o->why, "%s", step);
+    uint64_t calls = varlog_server_call_count(f->srv, PATH_SUBSCRIBE) - base;
+    snprintf(o->why, sizeof o->why, "%s (%s; %llu Subscribe calls since the restart, %d wanted)",
+             step, atomic_load(&o->cli_ended) ? "the CLI ended" : "timed out",
+             (unsigned long long)calls, OUTAGE_CALLS);
     atomic_store(&o->failed, true);
     return NULL;
 }
 
-/* A tail (no --end) through a restart and failing calls: every entry, once, one line when
- * it starts reconnecting (saying it waits for ever and what failed, where) and one when it
- * is back; Ctrl-C then ends it with status 0. */
+/* A tail (no --end) through a restart and OUTAGE_CALLS failing calls: every entry, once, one
+ * line when it starts reconnecting (saying it waits for ever and what failed, where) and one
+ * when it is back; Ctrl-C then ends it with status 0. */
 static void test_tail_through_outage(void **state)
 {
     fixture_t *f = *state;
     assert_int_equal(append_n(f, 3), VARLOG_OK);
     outage_t o = {.f = f};
+    atomic_init(&o.reconnecting, false);
+    atomic_init(&o.cli_ended, false);
     atomic_init(&o.failed, false);
     assert_int_equal(pthread_create(&o.thread, NULL, outage_run, &o), 0);
-    run_opts_t opts = {
-        .interrupt_when = "back after", .interrupt_after_ms = 1, .timeout_ms = 2 * WAIT_MS};
-    run_result_t r = CLI_OPTS(&opts, "--mr", f->addr, "subscribe", "--topic", "1");
+    run_opts_t opts = {.interrupt_when = "back after",
+                       .interrupt_after_ms = 1,
+                       .timeout_ms = 2 * WAIT_MS,
+                       .notice_when = "reconnecting after",
+                       .noticed = &o.reconnecting};
+    run_result_t r = CLI_OPTS(&opts, "--mr", f->addr, "-X",
+                              "subscribe.retry.backoff.max.ms=" OUTAGE_BACKOFF_MAX_MS, "subscribe",
+                              "--topic", "1");
+    atomic_store(&o.cli_ended, true);
     pthread_join(o.thread, NULL);
     if (atomic_load(&o.failed))
-        fail_msg("the outage's thread failed %s; stderr '%s'", o.why, r.err);
+        fail_msg("the outage's thread failed %s; status %d, stderr '%s'", o.why, r.status, r.err);
     print_message("    stderr: %s", r.err);
     if (r.status != 0)
         fail_msg("status %d, stderr '%s'", r.status, r.err);

@@ -65,7 +65,8 @@ static void test_trim_says_what_it_trimmed(void **state)
     r = CLI("--mr", f->addr, "trim", "--topic", "1", "--until", "99999999");
     expect(&r, 1, "", "nothing trimmed: GLSN 99999999 is past topic 1's last entry, GLSN 20",
            "--until 20", NULL);
-    assert_int_equal(count_lines(r.err), 1);
+    if (count_lines_but_open_notice(r.err) != 1)
+        fail_msg("want one line on stderr, got '%s'", r.err);
     run_result_free(&r);
     r = CLI("--mr", f->addr, "subscribe", "--topic", "1", "--count");
     expect(&r, 0, "20\n", NULL); /* indeed nothing was trimmed */
@@ -146,17 +147,19 @@ static void test_subscribe_progress_and_interrupt(void **state)
     run_result_t r = CLI("--mr", f->addr, "append", "--topic", "1", "--count", "10");
     assert_int_equal(r.status, 0);
     run_result_free(&r);
-    /* GLSN 21..30 (1..20 trimmed above when run in order; --begin makes it independent) */
+    /* GLSN 21..30 (1..20 trimmed above when run in order; --begin makes it independent).
+     * The live line is drawn at most every CLI_PROGRESS_MS (500 ms): the idle timeout keeps
+     * the command 1.5 s past its last entry so that it is drawn, a time under test. */
     run_opts_t tty = {.stderr_tty = true};
     r = CLI_OPTS(&tty, "--mr", f->addr, "subscribe", "--topic", "1", "--begin", "21", "--end",
                  "1000", "--count", "--idle-timeout", "1500");
     expect(&r, 0, "10\n", "\r", "read 10 entries", NULL);
     run_result_free(&r);
-    /* not a terminal: no progress line */
+    /* not a terminal: no progress line (ended by the 10th entry, not by a time) */
     r = CLI("--mr", f->addr, "subscribe", "--topic", "1", "--begin", "21", "--end", "1000",
-            "--count", "--idle-timeout", "700");
+            "--count", "--limit", "10");
     expect(&r, 0, "10\n", NULL);
-    assert_string_equal(r.err, "");
+    assert_quiet_but_open_notice(r.err);
     run_result_free(&r);
 
     /* Ctrl-C once the program shows it read what there is (not at a fixed time: a loaded
@@ -171,7 +174,7 @@ static void test_subscribe_progress_and_interrupt(void **state)
     r = CLI_OPTS(&ctrl_c_tail, "--mr", f->addr, "subscribe", "--topic", "1", "--begin", "21");
     expect(&r, 0, NULL, NULL);
     assert_int_equal(count_lines(r.out), 10);
-    assert_string_equal(r.err, "");
+    assert_quiet_but_open_notice(r.err);
     run_result_free(&r);
 }
 
@@ -202,7 +205,8 @@ static void test_bench_interrupted(void **state)
     assert_null(strstr(r.out, "entries read"));
     run_result_free(&r);
     /* append cut short: what was appended, marked (Ctrl-C half a second after the
-     * embedded server's notice) */
+     * embedded server's notice; any time will do: the summary says '(interrupted)' however
+     * many records it appended, none included) */
     run_opts_t ctrl_c_append = {.interrupt_when = "embedded server", .interrupt_after_ms = 500};
     r = CLI_OPTS(&ctrl_c_append, "append", "--count", "1g", "--size", "1");
     expect(&r, 130, NULL, "interrupted: appended", NULL);
@@ -243,7 +247,8 @@ static void test_topics_admin_not_an_admin(void **state)
     run_result_t r = CLI("--mr", f->addr, "topics", "--admin");
     expect(&r, 1, "", "is not an admin server", "--admin=HOST:PORT", "asks the first --mr address",
            NULL);
-    assert_int_equal(count_lines(r.err), 1);
+    if (count_lines_but_open_notice(r.err) != 1)
+        fail_msg("want one line on stderr, got '%s'", r.err);
     run_result_free(&r);
     char opt[80];
     snprintf(opt, sizeof opt, "--admin=%s", f->addr);

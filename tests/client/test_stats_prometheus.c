@@ -2,9 +2,12 @@
  * and failures, checked line by line as a scraper reads it: every sample's family has HELP and
  * TYPE first; OpenTelemetry's names and attributes (messaging_system, the topic as
  * messaging_destination_name, the log stream as messaging_destination_partition_id, the node
- * as server_address/server_port, error_type only on failures); histograms cumulative with +Inf
- * equal to _count; counters that never go back between scrapes; label values escaped. */
+ * as server_address/server_port, error_type only on failures); histograms with growing bounds
+ * and cumulative counts, ending with an explicit le="+Inf" bucket equal to _count; counters
+ * that never go back between scrapes; label values escaped, also a storage node address with
+ * ", \ and a newline through varlog_stats_prometheus itself. */
 #include <setjmp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,6 +19,7 @@
 #include <cmocka.h>
 
 #include "client_fixture.h"
+#include "metadata.h"
 #include "metrics.h"
 #include "varlog/appender.h"
 #include "varlog/stats.h"
@@ -48,15 +52,62 @@ static double sample(const char *text, const char *prefix)
     return -1;
 }
 
+/* One label of a sample: `name="value"` with value as the Prometheus text format escapes it
+ * (only \\, \" and \n; a raw newline ends the line, a raw quote the value). Returns the
+ * character after it, value unescaped into `value`, or fails the test. */
+static const char *parse_label(const char *p, const char *line, char *name, size_t name_cap,
+                               char *value, size_t value_cap)
+{
+    size_t n = 0;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || *p == '_' ||
+           (n > 0 && *p >= '0' && *p <= '9')) {
+        assert_true(n + 1 < name_cap);
+        name[n++] = *p++;
+    }
+    name[n] = '\0';
+    if (n == 0 || p[0] != '=' || p[1] != '"')
+        fail_msg("not `name=\"value\"` at '%s' in '%s'", p, line);
+    p += 2;
+    size_t v = 0;
+    for (; *p != '"'; p++) {
+        if (!*p)
+            fail_msg("label %s's value has no closing quote in '%s'", name, line);
+        char c = *p;
+        if (c == '\\') {
+            p++;
+            if (*p == 'n')
+                c = '\n';
+            else if (*p == '\\' || *p == '"')
+                c = *p;
+            else
+                fail_msg("label %s: '\\%c' is no escape of the text format in '%s'", name,
+                         *p ? *p : '0', line);
+        }
+        assert_true(v + 1 < value_cap);
+        value[v++] = c;
+    }
+    value[v] = '\0';
+    return p + 1;
+}
+
+/* A histogram series being read: its `name{labels` without le, the last bound and count. */
+typedef struct bucket_run {
+    char series[1100];
+    double le;     /* the last bucket's bound; INFINITY after +Inf */
+    uint64_t last; /* the last bucket's count */
+    bool inf;      /* the +Inf bucket was seen */
+} bucket_run_t;
+
 /* Every line is a comment or `name{labels} value`, every sample's family (the name without
- * _bucket/_sum/_count for histograms) was declared by HELP and TYPE before it, and each
- * histogram series' buckets grow and end with +Inf equal to its _count. */
+ * _bucket/_sum/_count for histograms) was declared by HELP and TYPE before it, every label
+ * value is escaped as the text format says, and each histogram series' buckets have growing
+ * bounds and counts and end with an explicit le="+Inf" bucket equal to its _count. */
 static void check_structure(const char *text)
 {
     char declared[64][96];
     size_t n_declared = 0;
-    uint64_t last_bucket = 0;
-    char bucket_series[1100] = "";
+    bucket_run_t run = {.series = ""};
+    size_t histograms = 0;
     for (const char *line = text; *line;) {
         const char *end = strchr(line, '\n');
         assert_non_null(end);
@@ -74,38 +125,95 @@ static void check_structure(const char *text)
             continue;
         }
         char *brace = strchr(buf, '{');
-        char *close = strrchr(buf, '}');
-        if (!brace || !close || close[1] != ' ')
+        if (!brace)
             fail_msg("not `name{labels} value`: '%s'", buf);
-        *brace = '\0';
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)(brace - buf), buf);
+        /* the labels, each value unescaped; `le` apart */
+        const char *p = brace + 1;
+        const char *le_at = NULL;
+        char le[512] = "";
+        while (*p != '}') {
+            const char *at = p;
+            char lname[64], lvalue[512];
+            p = parse_label(p, buf, lname, sizeof lname, lvalue, sizeof lvalue);
+            if (strcmp(lname, "le") == 0) {
+                le_at = at;
+                snprintf(le, sizeof le, "%s", lvalue);
+            }
+            if (*p == ',')
+                p++;
+            else if (*p != '}')
+                fail_msg("labels do not end with '}' at '%s' in '%s'", p, buf);
+        }
+        if (p[1] != ' ')
+            fail_msg("not `name{labels} value`: '%s'", buf);
         bool known = false;
         for (size_t i = 0; i < n_declared && !known; i++) {
             size_t dl = strlen(declared[i]);
-            known = strcmp(buf, declared[i]) == 0 ||
-                    (strncmp(buf, declared[i], dl) == 0 &&
-                     (!strcmp(buf + dl, "_bucket") || !strcmp(buf + dl, "_sum") ||
-                      !strcmp(buf + dl, "_count")));
+            known = strcmp(name, declared[i]) == 0 ||
+                    (strncmp(name, declared[i], dl) == 0 &&
+                     (!strcmp(name + dl, "_bucket") || !strcmp(name + dl, "_sum") ||
+                      !strcmp(name + dl, "_count")));
         }
         if (!known)
-            fail_msg("sample of undeclared family '%s'", buf);
+            fail_msg("sample of undeclared family '%s'", name);
         char *value_end;
-        double v = strtod(close + 2, &value_end);
+        double v = strtod(p + 2, &value_end);
         if (*value_end != '\0' || v < 0)
-            fail_msg("bad value in '%s}'", close + 2);
-        const char *le = strstr(brace + 1, "le=\"");
-        if (le && strstr(buf, "_bucket")) {
+            fail_msg("bad value in '%s'", buf);
+        size_t nlen = strlen(name);
+        bool is_bucket = nlen > 7 && strcmp(name + nlen - 7, "_bucket") == 0;
+        bool is_count = nlen > 6 && strcmp(name + nlen - 6, "_count") == 0;
+        if (is_bucket) {
+            if (!le_at)
+                fail_msg("bucket without le: '%s'", buf);
+            /* the series: the family and its labels before le (le comes last) */
             char series[1100];
-            snprintf(series, sizeof series, "%s{%.*s", buf, (int)(le - (brace + 1)), brace + 1);
-            if (strcmp(series, bucket_series) != 0) {
-                snprintf(bucket_series, sizeof bucket_series, "%s", series);
-                last_bucket = 0;
+            snprintf(series, sizeof series, "%.*s{%.*s", (int)(nlen - 7), name,
+                     (int)(le_at - (brace + 1)), brace + 1);
+            if (strcmp(series, run.series) != 0) {
+                if (run.series[0] && !run.inf)
+                    fail_msg("histogram series '%s' ends without an le=\"+Inf\" bucket",
+                             run.series);
+                snprintf(run.series, sizeof run.series, "%s", series);
+                run.le = -INFINITY;
+                run.last = 0;
+                run.inf = false;
             }
-            assert_true((uint64_t)v >= last_bucket); /* cumulative */
-            last_bucket = (uint64_t)v;
-        } else if (strstr(buf, "_count") && bucket_series[0]) {
-            assert_int_equal((uint64_t)v, last_bucket); /* +Inf, the last bucket, == _count */
+            if (run.inf)
+                fail_msg("a bucket after le=\"+Inf\": '%s'", buf);
+            double bound = strcmp(le, "+Inf") == 0 ? INFINITY : strtod(le, &value_end);
+            if (bound != INFINITY && (*value_end != '\0' || !le[0]))
+                fail_msg("le=\"%s\" is not a number: '%s'", le, buf);
+            if (!(bound > run.le))
+                fail_msg("bucket bounds do not grow: le=\"%s\" after %g in '%s'", le, run.le, buf);
+            if ((uint64_t)v < run.last) /* cumulative */
+                fail_msg("bucket counts go back: %llu after %llu in '%s'", (unsigned long long)v,
+                         (unsigned long long)run.last, buf);
+            run.le = bound;
+            run.last = (uint64_t)v;
+            run.inf = bound == INFINITY;
+        } else if (is_count && run.series[0]) {
+            /* `name_count{labels}` closes the series `name{labels,` read above */
+            char series[1100];
+            snprintf(series, sizeof series, "%.*s{%.*s%s", (int)(nlen - 6), name,
+                     (int)(p - (brace + 1)), brace + 1, p > brace + 1 ? "," : "");
+            if (strcmp(series, run.series) != 0)
+                fail_msg("'%s' follows the buckets of another series '%s'", buf, run.series);
+            if (!run.inf)
+                fail_msg("histogram series '%s' has no le=\"+Inf\" bucket before its _count",
+                         run.series);
+            if ((uint64_t)v != run.last)
+                fail_msg("'%s': _count %llu, le=\"+Inf\" bucket %llu", buf, (unsigned long long)v,
+                         (unsigned long long)run.last);
+            run.series[0] = '\0';
+            histograms++;
         }
     }
+    if (run.series[0])
+        fail_msg("histogram series '%s' has buckets but no _count", run.series);
+    assert_true(histograms > 0);
 }
 
 static void on_append(const varlog_append_result_t *r, void *opaque)
@@ -255,6 +363,86 @@ static void test_families_match_the_doc(void **state)
     cf_stop(&f);
 }
 
+/* A storage node address with a quote, a backslash and a newline in its host, as the
+ * metadata could give it: md_view_log_stream is wrapped (-Wl,--wrap) so that, on the test's
+ * thread while `odd_primary` is set, the log stream's primary is ODD_HOST:ODD_PORT. Every
+ * other caller (the client's own threads) sees the real metadata. */
+#define ODD_HOST "node\"7\\b\nx"
+#define ODD_PORT "7000"
+static _Thread_local bool odd_primary;
+
+const md_log_stream_t *__real_md_view_log_stream(const md_view_t *v, int32_t topic_id,
+                                                 int32_t log_stream_id);
+const md_log_stream_t *__wrap_md_view_log_stream(const md_view_t *v, int32_t topic_id,
+                                                 int32_t log_stream_id);
+const md_log_stream_t *__wrap_md_view_log_stream(const md_view_t *v, int32_t topic_id,
+                                                 int32_t log_stream_id)
+{
+    const md_log_stream_t *ls = __real_md_view_log_stream(v, topic_id, log_stream_id);
+    static _Thread_local md_log_stream_t odd;
+    if (!odd_primary || !ls)
+        return ls;
+    odd = *ls;
+    odd.primary = ODD_HOST ":" ODD_PORT;
+    return &odd;
+}
+
+/* The value of label `name` in the first sample line starting with `prefix`, unescaped; NULL
+ * when there is no such line or label. */
+static char *label_of(const char *text, const char *prefix, const char *name, char *out, size_t cap)
+{
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end)
+            break;
+        if (strncmp(line, prefix, strlen(prefix)) == 0) {
+            char buf[1024];
+            snprintf(buf, sizeof buf, "%.*s", (int)(end - line), line);
+            const char *p = strchr(buf, '{') + 1;
+            while (*p && *p != '}') {
+                char lname[64];
+                p = parse_label(p, buf, lname, sizeof lname, out, cap);
+                if (strcmp(lname, name) == 0)
+                    return out;
+                if (*p == ',')
+                    p++;
+            }
+        }
+        line = end + 1;
+    }
+    return NULL;
+}
+
+/* A label value with ", \ and a newline goes through varlog_stats_prometheus escaped as the
+ * text format says (\", \\, \n): the line stays one line, the value reads back as it was. */
+static void test_odd_label_value_escaped(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, NULL);
+    varlog_record_t rec = cf_record("a");
+    varlog_entry_meta_t meta;
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, 5000, &meta, NULL), VARLOG_OK);
+    odd_primary = true;
+    char *text = scrape(f.client);
+    odd_primary = false;
+    check_structure(text);
+    const char *want = "messaging_client_sent_messages_total{messaging_system=\"varlog\","
+                       "messaging_operation_name=\"send\",messaging_operation_type=\"send\","
+                       "messaging_destination_name=\"1\",messaging_destination_partition_id=\"1\","
+                       "server_address=\"node\\\"7\\\\b\\nx\",server_port=\"" ODD_PORT "\"} 2\n";
+    if (!strstr(text, want))
+        fail_msg("no line '%s' in:\n%s", want, text);
+    char value[256];
+    const char *got = label_of(text, "messaging_client_operation_duration_seconds_count{",
+                               "server_address", value, sizeof value);
+    if (!got || strcmp(got, ODD_HOST) != 0)
+        fail_msg("server_address reads back as '%s', not '%s'", got ? got : "(none)", ODD_HOST);
+    varlog_stats_prometheus_free(text);
+    cf_stop(&f);
+}
+
 static void test_label_values_escaped(void **state)
 {
     (void)state;
@@ -276,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_exposition_after_appends),
         cmocka_unit_test(test_families_match_the_doc),
         cmocka_unit_test(test_label_values_escaped),
+        cmocka_unit_test(test_odd_label_value_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -373,11 +373,40 @@ static void bounded_away(bool iter, bool by_bytes)
 }
 
 #define HOLD_MS 3000 /* the failed log stream's backoff: the window fills meanwhile */
+#define HOLD_ROUNDS 5
 
-/* The consumer polls while the merge waits for a log stream whose first Subscribe failed
- * (reopened HOLD_MS later): the other log stream's messages keep coming only until it holds
- * its prefetch (plus the merge's head), however long the consumer polls; when the first one
- * is back, everything arrives in order. by_bytes: as above. */
+typedef struct held_wait {
+    varlog_subscription_t *sub;
+    uint64_t calls;  /* Subscribe calls before the subscription began */
+    varlog_err_t rc; /* of the last next: VARLOG_OK or TIMED_OUT */
+} held_wait_t;
+
+/* Both initial Subscribe calls answered: one log stream failed (the consumer saw it: the
+ * subscription reconnects) and the other one's stream delivers; or a third call came (the
+ * failed one reopened already: the round starts again). The test thread is the consumer: it
+ * takes what the merge gives (nothing past the failed log stream's first). */
+static bool held_ready(void *arg)
+{
+    held_wait_t *w = arg;
+    varlog_entry_t e;
+    w->rc = varlog_subscription_next(w->sub, 20, &e);
+    if (w->rc == VARLOG_OK)
+        stu_sink_add(&T.sink2, &e);
+    if ((w->rc != VARLOG_OK && w->rc != VARLOG_ERR_TIMED_OUT) ||
+        varlog_server_call_count(T.f.srv, STU_PATH_SUBSCRIBE) > w->calls + 2)
+        return true;
+    varlog_subscription_health_t h;
+    assert_int_equal(varlog_subscription_health(w->sub, &h), VARLOG_OK);
+    return h.reconnecting && stu_buffered_max(w->sub, NULL) > 0;
+}
+
+/* The consumer polls while the merge waits for a log stream whose first Subscribe failed and
+ * whose reopenings keep failing until the test has looked: the other log stream's messages
+ * keep coming only until it holds its prefetch (plus the merge's head), however long the
+ * consumer polls; when the first one is back, everything arrives in order. by_bytes: as
+ * above. No time decides whether the failed log stream is still away when the test looks:
+ * its reopenings fail from the moment the other one's stream delivers (a reopening that came
+ * before, HOLD_MS/2 at the soonest, makes the round start again). */
 static void bounded_polling(bool by_bytes)
 {
     const int32_t k = 2;
@@ -396,9 +425,35 @@ static void bounded_polling(bool by_bytes)
     stu_append_n(T.f.client, &T.log, 1, 0, total, BIG_LEN, 2);
     for (int32_t ls = 1; ls <= k; ls++)
         assert_true(stu_log_count_ls(&T.log, ls) >= 9L * PREFETCH);
-    assert_int_equal(varlog_server_fail_next(T.f.srv, STU_PATH_SUBSCRIBE, 14, "held back", 1),
-                     VARLOG_OK);
-    subscribe_iter_ok(1, 1, VARLOG_GLSN_MAX, &T.sub2);
+    for (int round = 1;; round++) {
+        uint64_t base = varlog_server_call_count(T.f.srv, STU_PATH_SUBSCRIBE);
+        assert_int_equal(varlog_server_fail_next(T.f.srv, STU_PATH_SUBSCRIBE, 14, "held back", 1),
+                         VARLOG_OK);
+        subscribe_iter_ok(1, 1, VARLOG_GLSN_MAX, &T.sub2);
+        held_wait_t w = {T.sub2, base, VARLOG_OK};
+        if (!test_wait_until(held_ready, &w, bound_ms()) ||
+            (w.rc != VARLOG_OK && w.rc != VARLOG_ERR_TIMED_OUT))
+            fail_msg("no log stream failed while the other delivered within %lld ms (next: %s)",
+                     (long long)bound_ms(), varlog_err_name(w.rc));
+        /* from here every reopening of the failed log stream fails, until the test looked */
+        assert_int_equal(
+            varlog_server_fail_next(T.f.srv, STU_PATH_SUBSCRIBE, 14, "held back", 1000000),
+            VARLOG_OK);
+        uint64_t calls = varlog_server_call_count(T.f.srv, STU_PATH_SUBSCRIBE) - base;
+        if (calls == 2)
+            break;
+        /* a reopening came first (the machine stalled for HOLD_MS/2): start again */
+        print_message("    round %d: %llu Subscribe calls before the failure was held; again\n",
+                      round, (unsigned long long)calls);
+        if (round == HOLD_ROUNDS)
+            fail_msg("%d rounds: the failed log stream was reopened each time before its "
+                     "reopenings could be failed",
+                     round);
+        varlog_server_clear_faults(T.f.srv);
+        stu_close(&T.sink2, &T.sub2);
+        stu_sink_free(&T.sink2);
+        stu_sink_init(&T.sink2, total);
+    }
     /* Entries of the open log stream come until the merge needs one of the other. */
     varlog_entry_t e;
     varlog_err_t rc;
@@ -409,11 +464,12 @@ static void bounded_polling(bool by_bytes)
     for (int i = 0; i < 2; i++)
         assert_int_equal(varlog_subscription_next(T.sub2, 300, &e), VARLOG_ERR_TIMED_OUT);
     size_t held = stu_buffered_max(T.sub2, NULL);
-    bool still_held = false; /* the failed log stream still waits for its reopening */
-    for (size_t i = 0; i < T.sub2->n_ls; i++)
-        still_held |= T.sub2->ls[i]->retrying;
-    if (!still_held) /* so slow a machine that it is back: nothing to judge */
-        skip();
+    varlog_subscription_health_t h;
+    assert_int_equal(varlog_subscription_health(T.sub2, &h), VARLOG_OK);
+    if (!h.reconnecting || h.log_streams_down != 1)
+        fail_msg("the failed log stream is not away while its reopenings fail: reconnecting %d, "
+                 "%u log streams down",
+                 h.reconnecting, (unsigned)h.log_streams_down);
     print_message("    held by the open log stream while the consumer polled: %zu (prefetch %d, "
                   "%ld appended)\n",
                   held, PREFETCH, total);
@@ -421,6 +477,7 @@ static void bounded_polling(bool by_bytes)
         fail_msg("the open log stream holds %zu entries with a prefetch of %d%s, after 900 ms of "
                  "polling",
                  held, PREFETCH, by_bytes ? " entries' worth of bytes" : "");
+    varlog_server_clear_faults(T.f.srv);
     drain_ok(T.sub2, &T.sink2, total);
     stu_verify(&T.sink2, &T.log, 1, 0, 1, total);
     stu_close(&T.sink2, &T.sub2);

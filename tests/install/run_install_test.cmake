@@ -12,8 +12,12 @@ function(run)
 endfunction()
 
 file(REMOVE_RECURSE ${WORK_DIR})
+# The prefix as given to cmake --install is not normal (a "..", a "//", a trailing slash), as
+# a user's may be: the .pc files must still name the normalized prefix (see the libdir check
+# below); every later step uses the normal spelling.
+file(MAKE_DIRECTORY ${WORK_DIR}/scratch)
 set(prefix ${WORK_DIR}/prefix)
-run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/scratch/..//prefix/)
 
 if(EXAMPLES_DIR)
     # find_package(libvarlog): producer and consumer
