@@ -101,7 +101,7 @@ void cli_catch_signals(void);
  * The library keeps retrying the metadata repository within open.timeout.ms (10 s; the
  * command's --timeout when ctx->open_timeout_ms is set): past CLI_OPEN_NOTICE_MS a line on
  * stderr says what it waits for (what a TCP connection to the first address says) and how
- * long it may wait.
+ * long it may wait (only where open.timeout.ms is longer than CLI_OPEN_NOTICE_MS).
  */
 int cli_open_client(cli_ctx_t *ctx, varlog_client_t **out, varlog_server_t **srv_out);
 
