@@ -59,6 +59,8 @@ struct vp_appender {
     pthread_t resolver;
 };
 
+_Thread_local int vp_drain_depth;
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -189,6 +191,7 @@ static bool drain(vp_appender_t *a)
         return false;
     a->draining++;
     a->drainer = pthread_self();
+    vp_drain_depth++;
     for (;;) {
         if (a->taken == NULL) {
             pthread_mutex_lock(&a->mu);
@@ -205,6 +208,7 @@ static bool drain(vp_appender_t *a)
         resolve(d);
     }
     a->draining--;
+    vp_drain_depth--;
     return true;
 }
 
@@ -280,6 +284,8 @@ static void *resolver_main(void *arg)
     return NULL;
 }
 
+static vp_appender_t *make_appender(vp_client_t *c, varlog_appender_t *app);
+
 PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"topic", "log_stream", NULL};
@@ -320,9 +326,19 @@ PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
         }
         return NULL;
     }
-    c->calls--;
-    if (err != VARLOG_OK)
+    if (err != VARLOG_OK) {
+        c->calls--;
         return vp_raise(err, -1);
+    }
+    /* still counted in c->calls until adopted: a close that begins meanwhile (the code below
+     * may let the GIL go) waits for this and then closes the new appender with the others */
+    vp_appender_t *a = make_appender(c, app);
+    c->calls--;
+    return (PyObject *)a;
+}
+
+static vp_appender_t *make_appender(vp_client_t *c, varlog_appender_t *app)
+{
     vp_appender_t *a = PyObject_New(vp_appender_t, &vp_appender_type);
     if (a == NULL) {
         varlog_appender_close(&app, 0);
@@ -358,7 +374,7 @@ PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(a);
         return NULL;
     }
-    return (PyObject *)a;
+    return a;
 }
 
 static PyObject *closed_error(void)

@@ -38,33 +38,48 @@ int vp_client_adopt(vp_client_t *c, PyObject *child)
     return rc;
 }
 
+static void pause_1ms(void)
+{
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    Py_END_ALLOW_THREADS
+}
+
+/* Closes c once. c->client is cleared first, so that no call, appender or subscription starts
+ * once close began; the calls in progress (appender and subscribe among them, which adopt
+ * their child before they end) are waited for; only then are the children closed, all of them,
+ * none being added any more. A close while another thread's is under way waits for it, except
+ * inside a drain (a done-callback): the closing thread may be waiting for that drain. */
 static void client_close_impl(vp_client_t *c)
 {
-    if (c->client == NULL)
+    if (c->client == NULL) {
+        while (c->closing && vp_drain_depth == 0)
+            pause_1ms();
         return;
-    /* appenders first, as varlog_client_destroy would (timeout 0), but through their Python
-     * objects so that their futures are resolved and their resolver threads joined */
-    PyObject *kids = c->children;
-    c->children = PyList_New(0);
-    for (Py_ssize_t i = 0; kids != NULL && i < PyList_GET_SIZE(kids); i++) {
-        PyObject *o = PyWeakref_GetObject(PyList_GET_ITEM(kids, i));
-        if (o == Py_None)
-            continue;
-        Py_INCREF(o);
-        if (PyObject_TypeCheck(o, &vp_appender_type))
-            vp_appender_close_quiet((vp_appender_t *)o);
-        else
-            vp_subscription_close_quiet((vp_subscription_t *)o);
-        Py_DECREF(o);
     }
-    Py_XDECREF(kids);
     varlog_client_t *p = c->client;
     c->client = NULL;
-    while (c->calls > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-        Py_END_ALLOW_THREADS
+    c->closing = true;
+    while (c->calls > 0)
+        pause_1ms();
+    /* appenders first, as varlog_client_destroy would (timeout 0), but through their Python
+     * objects so that their futures are resolved and their resolver threads joined */
+    while (c->children != NULL && PyList_GET_SIZE(c->children) > 0) {
+        PyObject *kids = c->children;
+        c->children = PyList_New(0);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kids); i++) {
+            PyObject *o = PyWeakref_GetObject(PyList_GET_ITEM(kids, i));
+            if (o == Py_None)
+                continue;
+            Py_INCREF(o);
+            if (PyObject_TypeCheck(o, &vp_appender_type))
+                vp_appender_close_quiet((vp_appender_t *)o);
+            else
+                vp_subscription_close_quiet((vp_subscription_t *)o);
+            Py_DECREF(o);
+        }
+        Py_DECREF(kids);
     }
     Py_BEGIN_ALLOW_THREADS
     varlog_client_destroy(p);
@@ -76,6 +91,7 @@ static void client_close_impl(vp_client_t *c)
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+    c->closing = false;
 }
 
 void vp_client_close_all(void)
@@ -524,10 +540,13 @@ PyObject *vp_client_subscribe_to(PyObject *self, PyObject *args, PyObject *kw);
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef client_methods[] = {
     {"close", client_close, METH_NOARGS,
-     "close() -> None\n\nCloses the client: its appenders first, as Appender.close(timeout=0) "
-     "(pending futures fail with Closed or MaybeAppended), then its subscriptions; waits for "
-     "calls in progress on other threads to return (each bounded by its timeout); joins every "
-     "thread of the library. No log record is emitted after it returns. Idempotent."},
+     "close() -> None\n\nCloses the client: later calls raise Closed at once; waits for calls "
+     "in progress on other threads to return (each bounded by its timeout); then closes its "
+     "appenders, as Appender.close(timeout=0) (pending futures fail with Closed or "
+     "MaybeAppended), and its subscriptions, those created by the calls waited for among "
+     "them; joins every thread of the library. No log record is emitted after it returns. "
+     "Idempotent: a close while another thread's runs waits for it (except from a "
+     "done-callback, whose drain that close may be waiting for)."},
     {"__enter__", client_enter, METH_NOARGS, NULL},
     {"__exit__", client_exit, METH_VARARGS, NULL},
     {"topics", client_topics, METH_NOARGS,

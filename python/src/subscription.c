@@ -39,6 +39,8 @@ static PyObject *entry_new(const varlog_entry_t *e)
     return o;
 }
 
+static PyObject *adopt_sub(vp_client_t *c, varlog_subscription_t *sub);
+
 static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned long long begin,
                           PyObject *end_obj)
 {
@@ -72,9 +74,18 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
         }
         return NULL;
     }
-    c->calls--;
-    if (err != VARLOG_OK)
+    if (err != VARLOG_OK) {
+        c->calls--;
         return vp_raise(err, -1);
+    }
+    /* counted in c->calls until adopted: a close that begins meanwhile waits for it */
+    PyObject *s = adopt_sub(c, sub);
+    c->calls--;
+    return s;
+}
+
+static PyObject *adopt_sub(vp_client_t *c, varlog_subscription_t *sub)
+{
     vp_subscription_t *s = PyObject_New(vp_subscription_t, &vp_subscription_type);
     if (s == NULL) {
         varlog_subscription_close(&sub);

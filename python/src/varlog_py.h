@@ -71,7 +71,8 @@ struct vp_client {
     PyObject *logger;
     PyObject *children; /* list of weakrefs to appenders and subscriptions */
     PyObject *weakreflist;
-    int calls;                /* calls running with the GIL released (GIL-guarded) */
+    int calls;    /* calls running with the GIL released, or adopting a child (GIL-guarded) */
+    bool closing; /* a close is under way (GIL-guarded) */
     vp_client_t *prev, *next; /* live clients, for the atexit hook */
 };
 
@@ -80,6 +81,9 @@ extern PyTypeObject vp_client_type, vp_appender_type, vp_subscription_type, vp_a
 
 varlog_client_t *vp_client_get(vp_client_t *c); /* NULL with Closed raised */
 int vp_client_adopt(vp_client_t *c, PyObject *child);
+
+/* Drains (future resolutions) under way on this thread: a done-callback runs when > 0. */
+extern _Thread_local int vp_drain_depth;
 
 /* Closes children (appenders, subscriptions) without raising; used by Client.close. */
 void vp_appender_close_quiet(vp_appender_t *a);

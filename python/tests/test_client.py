@@ -151,11 +151,22 @@ def test_library_log_goes_to_logging(server):
 
 
 def test_close_closes_appenders_created_during_it(server):
-    """Threads keep creating appenders while two threads close the client: when either close
-    returns, every appender ever returned is closed (none is left with its threads)."""
+    """Threads keep creating appenders while two threads close the client, and a done-callback
+    that the close runs creates one: when either close returns, every appender ever returned
+    is closed (none is left with its threads)."""
     c = varlog.Client(server.address)
-    made, problems = [], []
+    made, problems, refused = [], [], []
     enough = threading.Event()
+    server.delay(APPEND, 120000)  # no answer while the test runs: the close fails the call
+    first = c.appender(1)
+
+    def on_done(f):  # runs during the client's close, which closes `first`
+        try:
+            made.append(c.appender(1))
+        except varlog.Closed:
+            refused.append(f.exception())
+
+    first.append(b"x").add_done_callback(on_done)
 
     def create():
         try:
@@ -188,6 +199,7 @@ def test_close_closes_appenders_created_during_it(server):
     for a in leftover:  # so that a failure does not leave threads behind
         a.close(timeout=0)
     assert problems == [] and leftover == []
+    assert first.closed and len(refused) == 1 and isinstance(refused[0], varlog.VarlogError)
 
 
 FORK = textwrap.dedent("""
