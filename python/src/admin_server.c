@@ -42,6 +42,8 @@ static int admin_init(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(a->logger, logger);
     Py_INCREF(logger);
     varlog_conf_set_log_cb(conf, vp_log_cb, a->logger);
+    if (vp_library_check() < 0)
+        goto out;
     char errstr[512];
     varlog_err_t err = varlog_admin_new(address, conf, &a->admin, errstr, sizeof errstr);
     if (err != VARLOG_OK) {
@@ -52,7 +54,7 @@ static int admin_init(PyObject *self, PyObject *args, PyObject *kwargs)
         }
         goto out;
     }
-    rc = 0;
+    rc = vp_fork_track((void **)&a->admin);
 out:
     varlog_conf_destroy(conf);
     Py_DECREF(properties);
@@ -75,6 +77,7 @@ static void admin_close_impl(vp_admin_t *a)
 static void admin_dealloc(PyObject *self)
 {
     admin_close_impl((vp_admin_t *)self);
+    vp_fork_untrack((void **)&((vp_admin_t *)self)->admin);
     Py_XDECREF(((vp_admin_t *)self)->logger);
     Py_TYPE(self)->tp_free(self);
 }
@@ -485,6 +488,8 @@ static int server_init(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
+    if (vp_library_check() < 0)
+        return -1;
     varlog_err_t err;
     Py_BEGIN_ALLOW_THREADS
     err = varlog_server_start(&o, &s->srv);
@@ -493,7 +498,7 @@ static int server_init(PyObject *self, PyObject *args, PyObject *kw)
         vp_raise(err, -1);
         return -1;
     }
-    return 0;
+    return vp_fork_track((void **)&s->srv);
 }
 
 static void server_close_impl(vp_server_t *s)
@@ -510,6 +515,7 @@ static void server_close_impl(vp_server_t *s)
 static void server_dealloc(PyObject *self)
 {
     server_close_impl((vp_server_t *)self);
+    vp_fork_untrack((void **)&((vp_server_t *)self)->srv);
     Py_TYPE(self)->tp_free(self);
 }
 

@@ -600,6 +600,19 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
     return rc;
 }
 
+void vp_appender_forget(vp_appender_t *a)
+{
+    /* a thread of the parent may have held them; the resolver's reference stays (leaked) */
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv_work, NULL);
+    pthread_cond_init(&a->cv_room, NULL);
+    a->app = NULL;
+    a->calls = 0;
+    a->draining = 0;
+    a->resolver_started = false;
+    atomic_store(&a->no_room_wait, 0);
+}
+
 void vp_appender_close_quiet(vp_appender_t *a)
 {
     PyObject *et, *ev, *tb;

@@ -94,6 +94,27 @@ static void client_close_impl(vp_client_t *c)
     c->closing = false;
 }
 
+void vp_client_forget_all(void)
+{
+    for (vp_client_t *c = live_clients, *next; c != NULL; c = next) {
+        next = c->next;
+        c->client = NULL;
+        c->calls = 0;
+        c->closing = false;
+        for (Py_ssize_t i = 0; c->children != NULL && i < PyList_GET_SIZE(c->children); i++) {
+            PyObject *o = PyWeakref_GetObject(PyList_GET_ITEM(c->children, i));
+            if (o == Py_None)
+                continue;
+            if (PyObject_TypeCheck(o, &vp_appender_type))
+                vp_appender_forget((vp_appender_t *)o);
+            else
+                vp_subscription_forget((vp_subscription_t *)o);
+        }
+        c->prev = c->next = NULL;
+    }
+    live_clients = NULL;
+}
+
 void vp_client_close_all(void)
 {
     while (live_clients != NULL) {
@@ -155,6 +176,8 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kwargs)
     c->logger = logger == Py_None ? vp.default_logger : logger;
     Py_INCREF(c->logger);
     varlog_conf_set_log_cb(conf, vp_log_cb, c->logger);
+    if (vp_library_check() < 0)
+        goto out;
     char errstr[512];
     varlog_client_t *client = NULL;
     varlog_err_t err;

@@ -144,6 +144,12 @@ static void sub_close_impl(vp_subscription_t *s)
     Py_END_ALLOW_THREADS
 }
 
+void vp_subscription_forget(vp_subscription_t *s)
+{
+    pthread_mutex_init(&s->mu, NULL); /* a reader of the parent may have held it */
+    s->sub = NULL;
+}
+
 void vp_subscription_close_quiet(vp_subscription_t *s)
 {
     sub_close_impl(s);

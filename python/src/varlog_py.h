@@ -92,6 +92,19 @@ void vp_subscription_close_quiet(vp_subscription_t *s);
 /* Closes every live client (atexit). */
 void vp_client_close_all(void);
 
+/* In the child of a fork (os.register_at_fork): every handle of the parent is made to look
+ * closed without calling into the library, whose threads the child does not have; their C
+ * objects are left as they are (leaked). */
+void vp_client_forget_all(void);
+void vp_appender_forget(vp_appender_t *a);
+void vp_subscription_forget(vp_subscription_t *s);
+/* Before a Client, Admin or Server starts the library: -1 with an error set in the child of a
+ * fork of a process that had started it (gRPC's threads were not copied: it would hang). */
+int vp_library_check(void);
+/* Server and Admin handles register the field holding their C pointer for that. GIL held. */
+int vp_fork_track(void **slot);
+void vp_fork_untrack(void **slot);
+
 /* varlog.AppendFuture (future.c): a new pending future, and its resolution (exactly once;
  * InvalidStateError after). GIL held. Returns -1 with an error set. */
 PyObject *vp_future_new(void);

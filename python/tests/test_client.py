@@ -205,8 +205,9 @@ def test_close_closes_appenders_created_during_it(server):
 FORK = textwrap.dedent("""
     import os, signal, sys, threading, varlog
     srv = varlog.Server(topics=1, log_streams_per_topic=1)
-    c = varlog.Client(srv.address)
-    admin = varlog.Admin(srv.address)
+    addr = srv.address
+    c = varlog.Client(addr)
+    admin = varlog.Admin(addr)
     app = c.appender(1)
     futs = [app.append(b"x") for _ in range(1000)]
     sub = c.subscribe(1, 1)
@@ -219,6 +220,17 @@ FORK = textwrap.dedent("""
             sys.exit("append in the child did not raise")
         except varlog.Closed:
             pass
+        try:
+            srv.address
+            sys.exit("the parent's server is usable in the child")
+        except varlog.Closed:
+            pass
+        for make in (lambda: varlog.Client(addr), lambda: varlog.Admin(addr), varlog.Server):
+            try:
+                make()  # gRPC's threads are not in the child: it would hang, it raises instead
+                sys.exit("the library started in the child of a fork")
+            except varlog.VarlogError as e:
+                assert e.name == "ERR_STATE" and "fork" in e.text, e
         print("child exiting", flush=True)
         sys.exit(0)  # a normal exit: the atexit hook and finalization run in the child
     ev = threading.Event()
