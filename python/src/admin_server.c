@@ -1,6 +1,8 @@
 /* varlog.Admin (admin.h) and varlog.Server (the embedded server, server.h). */
 #include "varlog_py.h"
 
+#include <time.h>
+
 #include <varlog/server.h>
 
 /* ---- Admin ---- */
@@ -468,6 +470,7 @@ PyTypeObject vp_admin_type = {
 
 typedef struct vp_server {
     PyObject_HEAD varlog_server_t *srv;
+    int calls; /* stop and restart running with the GIL released (GIL-guarded) */
 } vp_server_t;
 
 static int server_init(PyObject *self, PyObject *args, PyObject *kw)
@@ -505,6 +508,13 @@ static void server_close_impl(vp_server_t *s)
 {
     varlog_server_t *p = s->srv;
     s->srv = NULL;
+    /* a stop or restart on another thread still uses p: wait for it rather than free it */
+    while (p != NULL && s->calls > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        Py_END_ALLOW_THREADS
+    }
     if (p != NULL) {
         Py_BEGIN_ALLOW_THREADS
         varlog_server_destroy(p);
@@ -556,9 +566,11 @@ static PyObject *server_stop(PyObject *self, PyObject *noargs)
     (void)noargs;
     SRV_OR_NULL(p);
     varlog_err_t err;
+    ((vp_server_t *)self)->calls++;
     Py_BEGIN_ALLOW_THREADS
     err = varlog_server_stop(p);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS((vp_server_t *)self)
+    ->calls--;
     return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
 }
 
@@ -567,9 +579,11 @@ static PyObject *server_restart(PyObject *self, PyObject *noargs)
     (void)noargs;
     SRV_OR_NULL(p);
     varlog_err_t err;
+    ((vp_server_t *)self)->calls++;
     Py_BEGIN_ALLOW_THREADS
     err = varlog_server_restart(p);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS((vp_server_t *)self)
+    ->calls--;
     return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
 }
 
