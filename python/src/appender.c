@@ -364,13 +364,13 @@ static vp_appender_t *make_appender(vp_client_t *c, varlog_appender_t *app)
     a->resolver_started = pthread_create(&a->resolver, NULL, resolver_main, a) == 0;
     if (!a->resolver_started) {
         Py_DECREF(a);
-        vp_appender_close_quiet(a);
+        Py_XDECREF(vp_appender_close_quiet(a));
         Py_DECREF(a);
         PyErr_SetString(PyExc_RuntimeError, "could not start the appender's resolver thread");
         return NULL;
     }
     if (vp_client_adopt(c, (PyObject *)a) < 0) {
-        vp_appender_close_quiet(a);
+        Py_XDECREF(vp_appender_close_quiet(a));
         Py_DECREF(a);
         return NULL;
     }
@@ -613,13 +613,25 @@ void vp_appender_forget(vp_appender_t *a)
     atomic_store(&a->no_room_wait, 0);
 }
 
-void vp_appender_close_quiet(vp_appender_t *a)
+PyObject *vp_appender_close_quiet(vp_appender_t *a)
 {
-    PyObject *et, *ev, *tb;
+    PyObject *et, *ev, *tb, *kept = NULL;
     PyErr_Fetch(&et, &ev, &tb);
-    if (app_close_impl(a, 0) < 0)
-        PyErr_Clear();
+    if (app_close_impl(a, 0) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_Exception)) {
+            PyErr_Clear();
+        } else {
+            PyObject *kt, *kb;
+            PyErr_Fetch(&kt, &kept, &kb);
+            PyErr_NormalizeException(&kt, &kept, &kb);
+            if (kept != NULL && kb != NULL)
+                PyException_SetTraceback(kept, kb);
+            Py_XDECREF(kt);
+            Py_XDECREF(kb);
+        }
+    }
     PyErr_Restore(et, ev, tb);
+    return kept;
 }
 
 static PyObject *app_close(PyObject *self, PyObject *args, PyObject *kw)

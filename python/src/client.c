@@ -51,13 +51,14 @@ static void pause_1ms(void)
  * their child before they end) are waited for; only then are the children closed, all of them,
  * none being added any more. A close while another thread's is under way waits for it, except
  * inside a drain (a done-callback): the closing thread may be waiting for that drain. */
-static void client_close_impl(vp_client_t *c)
+static int client_close_impl(vp_client_t *c)
 {
     if (c->client == NULL) {
         while (c->closing && vp_drain_depth == 0)
             pause_1ms();
-        return;
+        return 0;
     }
+    PyObject *kept = NULL; /* the first KeyboardInterrupt a done-callback raised */
     varlog_client_t *p = c->client;
     c->client = NULL;
     c->closing = true;
@@ -73,9 +74,13 @@ static void client_close_impl(vp_client_t *c)
             if (o == Py_None)
                 continue;
             Py_INCREF(o);
-            if (PyObject_TypeCheck(o, &vp_appender_type))
-                vp_appender_close_quiet((vp_appender_t *)o);
-            else
+            if (PyObject_TypeCheck(o, &vp_appender_type)) {
+                PyObject *k = vp_appender_close_quiet((vp_appender_t *)o);
+                if (kept == NULL)
+                    kept = k;
+                else
+                    Py_XDECREF(k);
+            } else
                 vp_subscription_close_quiet((vp_subscription_t *)o);
             Py_DECREF(o);
         }
@@ -92,6 +97,11 @@ static void client_close_impl(vp_client_t *c)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
     c->closing = false;
+    if (kept == NULL)
+        return 0;
+    PyErr_SetObject((PyObject *)Py_TYPE(kept), kept);
+    Py_DECREF(kept);
+    return -1;
 }
 
 void vp_client_forget_all(void)
@@ -120,7 +130,8 @@ void vp_client_close_all(void)
     while (live_clients != NULL) {
         vp_client_t *c = live_clients;
         Py_INCREF(c);
-        client_close_impl(c);
+        if (client_close_impl(c) < 0)
+            PyErr_WriteUnraisable((PyObject *)c);
         if (live_clients == c) /* unlinked by close; defensive against a loop */
             live_clients = c->next;
         Py_DECREF(c);
@@ -223,7 +234,11 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 static void client_dealloc(PyObject *self)
 {
     vp_client_t *c = (vp_client_t *)self;
-    client_close_impl(c);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (client_close_impl(c) < 0)
+        PyErr_WriteUnraisable(self);
+    PyErr_Restore(et, ev, tb);
     if (c->weakreflist != NULL)
         PyObject_ClearWeakRefs(self);
     Py_XDECREF(c->logger);
@@ -234,7 +249,8 @@ static void client_dealloc(PyObject *self)
 static PyObject *client_close(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
-    client_close_impl((vp_client_t *)self);
+    if (client_close_impl((vp_client_t *)self) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -250,7 +266,8 @@ static PyObject *client_enter(PyObject *self, PyObject *noargs)
 static PyObject *client_exit(PyObject *self, PyObject *args)
 {
     (void)args;
-    client_close_impl((vp_client_t *)self);
+    if (client_close_impl((vp_client_t *)self) < 0)
+        return NULL;
     Py_RETURN_FALSE;
 }
 

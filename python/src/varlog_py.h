@@ -85,8 +85,10 @@ int vp_client_adopt(vp_client_t *c, PyObject *child);
 /* Drains (future resolutions) under way on this thread: a done-callback runs when > 0. */
 extern _Thread_local int vp_drain_depth;
 
-/* Closes children (appenders, subscriptions) without raising; used by Client.close. */
-void vp_appender_close_quiet(vp_appender_t *a);
+/* Close children (appenders, subscriptions) without raising; used by Client.close. The
+ * appender's returns what one of its done-callbacks raised that is not an Exception
+ * (KeyboardInterrupt: a new reference, for Client.close to raise), else NULL. */
+PyObject *vp_appender_close_quiet(vp_appender_t *a);
 void vp_subscription_close_quiet(vp_subscription_t *s);
 
 /* Closes every live client (atexit). */

@@ -256,3 +256,23 @@ def test_fork_child_exits_and_leaves_the_parents_handles_alone():
     rc, out, err = run_script(FORK, timeout=60)
     assert rc == 0, (rc, out, err)
     assert "child exiting" in out and "parent ok" in out, (out, err)
+
+
+def test_keyboard_interrupt_in_a_callback_reaches_client_close(server, unraisable):
+    c = varlog.Client(server.address, append_retries=0)
+    server.delay(APPEND, 120000)  # no answer while the test runs: the close fails the call
+    app = c.appender(1)
+    f = app.append(b"x")
+    ran = []
+
+    def interrupt(_):
+        raise KeyboardInterrupt
+
+    f.add_done_callback(interrupt)
+    f.add_done_callback(lambda _: ran.append("later"))
+    with pytest.raises(KeyboardInterrupt):
+        c.close()
+    assert c.closed and app.closed and ran == ["later"]
+    assert isinstance(f.exception(), varlog.VarlogError)
+    c.close()  # raised once
+    assert unraisable == []
