@@ -10,11 +10,14 @@ set -eu
 # exposition (tests/metrics, `make test-prometheus`); python3-dev, python3-setuptools and
 # python3-pytest: the Python binding (python/, `make python`) and its tests (label python);
 # python3-pytest-timeout: those tests' per-test bound (python/run-tests.sh --timeout);
+# python3-venv, python3-wheel and python3-build: python/README.md's install (a wheel built
+# offline, installed into a venv) and its test (python_install);
 # clang-format: `make check-format`; python3-protobuf: `make check-wire` (Debian's, for
 # /usr/bin/python3, which the checker runs whatever python3 comes first on PATH).
 PACKAGES="gcc make cmake pkg-config libgrpc-dev libprotobuf-c-dev protobuf-c-compiler \
 libcmocka-dev libcjson-dev valgrind python3-protobuf libmicrohttpd-dev prometheus \
-python3-dev python3-setuptools python3-pytest python3-pytest-timeout clang-format"
+python3-dev python3-setuptools python3-pytest python3-pytest-timeout python3-venv \
+python3-wheel python3-build clang-format"
 FUZZ_PACKAGES="clang libclang-rt-14-dev"
 
 case "${1:-}" in

@@ -1,6 +1,8 @@
 /* varlog.Admin (admin.h) and varlog.Server (the embedded server, server.h). */
 #include "varlog_py.h"
 
+#include <time.h>
+
 #include <varlog/server.h>
 
 /* ---- Admin ---- */
@@ -42,6 +44,8 @@ static int admin_init(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(a->logger, logger);
     Py_INCREF(logger);
     varlog_conf_set_log_cb(conf, vp_log_cb, a->logger);
+    if (vp_library_check() < 0)
+        goto out;
     char errstr[512];
     varlog_err_t err = varlog_admin_new(address, conf, &a->admin, errstr, sizeof errstr);
     if (err != VARLOG_OK) {
@@ -52,7 +56,7 @@ static int admin_init(PyObject *self, PyObject *args, PyObject *kwargs)
         }
         goto out;
     }
-    rc = 0;
+    rc = vp_fork_track((void **)&a->admin);
 out:
     varlog_conf_destroy(conf);
     Py_DECREF(properties);
@@ -75,6 +79,7 @@ static void admin_close_impl(vp_admin_t *a)
 static void admin_dealloc(PyObject *self)
 {
     admin_close_impl((vp_admin_t *)self);
+    vp_fork_untrack((void **)&((vp_admin_t *)self)->admin);
     Py_XDECREF(((vp_admin_t *)self)->logger);
     Py_TYPE(self)->tp_free(self);
 }
@@ -465,6 +470,7 @@ PyTypeObject vp_admin_type = {
 
 typedef struct vp_server {
     PyObject_HEAD varlog_server_t *srv;
+    int calls; /* stop and restart running with the GIL released (GIL-guarded) */
 } vp_server_t;
 
 static int server_init(PyObject *self, PyObject *args, PyObject *kw)
@@ -485,6 +491,8 @@ static int server_init(PyObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_RuntimeError, "Server.__init__ called twice");
         return -1;
     }
+    if (vp_library_check() < 0)
+        return -1;
     varlog_err_t err;
     Py_BEGIN_ALLOW_THREADS
     err = varlog_server_start(&o, &s->srv);
@@ -493,13 +501,20 @@ static int server_init(PyObject *self, PyObject *args, PyObject *kw)
         vp_raise(err, -1);
         return -1;
     }
-    return 0;
+    return vp_fork_track((void **)&s->srv);
 }
 
 static void server_close_impl(vp_server_t *s)
 {
     varlog_server_t *p = s->srv;
     s->srv = NULL;
+    /* a stop or restart on another thread still uses p: wait for it rather than free it */
+    while (p != NULL && s->calls > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+        Py_END_ALLOW_THREADS
+    }
     if (p != NULL) {
         Py_BEGIN_ALLOW_THREADS
         varlog_server_destroy(p);
@@ -510,6 +525,7 @@ static void server_close_impl(vp_server_t *s)
 static void server_dealloc(PyObject *self)
 {
     server_close_impl((vp_server_t *)self);
+    vp_fork_untrack((void **)&((vp_server_t *)self)->srv);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -550,9 +566,11 @@ static PyObject *server_stop(PyObject *self, PyObject *noargs)
     (void)noargs;
     SRV_OR_NULL(p);
     varlog_err_t err;
+    ((vp_server_t *)self)->calls++;
     Py_BEGIN_ALLOW_THREADS
     err = varlog_server_stop(p);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS((vp_server_t *)self)
+    ->calls--;
     return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
 }
 
@@ -561,9 +579,11 @@ static PyObject *server_restart(PyObject *self, PyObject *noargs)
     (void)noargs;
     SRV_OR_NULL(p);
     varlog_err_t err;
+    ((vp_server_t *)self)->calls++;
     Py_BEGIN_ALLOW_THREADS
     err = varlog_server_restart(p);
-    Py_END_ALLOW_THREADS
+    Py_END_ALLOW_THREADS((vp_server_t *)self)
+    ->calls--;
     return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
 }
 

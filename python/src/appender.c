@@ -4,7 +4,15 @@
  * into this appender's list of settled calls (a mutex, never the GIL). The futures are then
  * resolved with the GIL held, in callback order, by whichever comes first: the producer on
  * its next append, flush or close, or the appender's resolver thread ("varlog-py-res"),
- * which takes the GIL once per batch of settled calls rather than once per call. */
+ * which takes the GIL once per batch of settled calls rather than once per call.
+ *
+ * A future's done-callback runs inside a drain and may flush, close or append (waiting for
+ * room). While it waits, no other thread can resolve futures (the drain is its thread's), so
+ * that wait drains itself (drain is re-entrant on the draining thread and continues the same
+ * list in order) and the library's thread does not wait for room in the list of settled
+ * calls meanwhile (no_room_wait). A KeyboardInterrupt or other BaseException a callback
+ * raises is kept (interrupt) and raised by the waiting call (append, flush, close) of
+ * whichever thread calls one first, after the other futures' callbacks ran. */
 #include "varlog_py.h"
 
 #include <errno.h>
@@ -36,9 +44,12 @@ struct vp_appender {
     PyObject_HEAD varlog_appender_t *app; /* NULL once close began */
     vp_client_t *client;
     PyObject *weakreflist;
-    int calls;         /* producers waiting in the library with the GIL released (GIL-guarded) */
-    int draining;      /* a drain is resolving futures (GIL-guarded) */
-    pthread_t drainer; /* the thread draining, while draining */
+    int calls;           /* producers waiting in the library with the GIL released (GIL-guarded) */
+    int draining;        /* depth of the drains resolving futures on drainer (GIL-guarded) */
+    pthread_t drainer;   /* the thread draining, while draining */
+    done_t *taken;       /* settled calls a drain took from the list, not resolved yet (GIL) */
+    PyObject *interrupt; /* a BaseException a done-callback raised, not raised yet (GIL) */
+    _Atomic int no_room_wait; /* > 0: on_appended does not wait for room in the list */
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_room;
     done_t *head, *tail;
@@ -47,6 +58,8 @@ struct vp_appender {
     bool resolver_started;
     pthread_t resolver;
 };
+
+_Thread_local int vp_drain_depth;
 
 static int64_t now_ms(void)
 {
@@ -66,7 +79,8 @@ static void on_appended(const varlog_append_result_t *r, void *opaque)
     else if (r->err != VARLOG_OK)
         d->errtext = strdup(r->errtext ? r->errtext : "");
     pthread_mutex_lock(&a->mu);
-    while (atomic_load(&a->count) >= DONE_MAX && !atomic_load(&vp_shutting_down)) {
+    while (atomic_load(&a->count) >= DONE_MAX && atomic_load(&a->no_room_wait) == 0 &&
+           !atomic_load(&vp_shutting_down)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000000L;
@@ -99,14 +113,49 @@ static void on_appended_bare(const varlog_append_result_t *r, void *opaque)
     on_appended(r, d);
 }
 
+static void keep_or_report(vp_appender_t *a, PyObject *obj);
+
 static void log_failure(done_t *d)
 {
     PyObject *r = PyObject_CallMethod(
         d->owner->client->logger, "log", "issss", 30, "append (future=False) failed: %s (%s): %s",
         varlog_err_name(d->err), varlog_outcome_name(d->outcome), d->errtext ? d->errtext : "");
     if (r == NULL)
-        PyErr_WriteUnraisable(d->owner->client->logger);
+        keep_or_report(d->owner, d->owner->client->logger);
     Py_XDECREF(r);
+}
+
+/* Keeps what a done-callback raised that is not an Exception (KeyboardInterrupt, SystemExit:
+ * concurrent.futures lets those through) for the waiting call to raise; anything else, or a
+ * second one, is unraisable as before. GIL held, an error set. */
+static void keep_or_report(vp_appender_t *a, PyObject *obj)
+{
+    if (a->interrupt == NULL && !PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        if (ev != NULL && tb != NULL)
+            PyException_SetTraceback(ev, tb);
+        Py_XDECREF(et);
+        Py_XDECREF(tb);
+        a->interrupt = ev;
+        if (a->interrupt != NULL)
+            return;
+        PyErr_SetString(PyExc_SystemError, "a done-callback's exception was lost");
+    }
+    PyErr_WriteUnraisable(obj);
+}
+
+/* Raises the BaseException a done-callback raised, if there is one: returns -1 then. */
+static int raise_interrupt(vp_appender_t *a)
+{
+    PyObject *ev = a->interrupt;
+    if (ev == NULL)
+        return 0;
+    a->interrupt = NULL;
+    PyErr_SetObject((PyObject *)Py_TYPE(ev), ev);
+    Py_DECREF(ev);
+    return -1;
 }
 
 static void resolve(done_t *d)
@@ -120,47 +169,69 @@ static void resolve(done_t *d)
     PyObject *arg = d->err == VARLOG_OK ? vp_meta_new(&d->meta)
                                         : vp_make_error(d->err, d->errtext, (int)d->outcome);
     if (arg == NULL || vp_future_resolve(d->fut, arg, d->err != VARLOG_OK) < 0)
-        PyErr_WriteUnraisable(d->fut);
+        keep_or_report(d->owner, d->fut);
     Py_XDECREF(arg);
     Py_DECREF(d->fut);
     free(d->errtext);
     free(d);
 }
 
-/* Resolves every settled call's future, in order. GIL held. Returns false when another
- * thread's drain is in progress (the caller may wait for it). */
+static bool drains_here(vp_appender_t *a)
+{
+    return a->draining > 0 && pthread_equal(a->drainer, pthread_self());
+}
+
+/* Resolves every settled call's future, in order, one at a time from a->taken, so that a drain
+ * begun inside a done-callback of this thread's drain (its flush, close or append) continues
+ * the same list where the outer one is. GIL held. Returns false when another thread's drain is
+ * in progress (the caller may wait for it). */
 static bool drain(vp_appender_t *a)
 {
-    if (a->draining)
+    if (a->draining > 0 && !drains_here(a))
         return false;
-    a->draining = 1;
+    a->draining++;
     a->drainer = pthread_self();
+    vp_drain_depth++;
     for (;;) {
-        pthread_mutex_lock(&a->mu);
-        done_t *d = a->head;
-        a->head = a->tail = NULL;
-        atomic_store(&a->count, 0);
-        pthread_cond_broadcast(&a->cv_room);
-        pthread_mutex_unlock(&a->mu);
-        if (d == NULL)
-            break;
-        while (d != NULL) {
-            done_t *next = d->next;
-            resolve(d);
-            d = next;
+        if (a->taken == NULL) {
+            pthread_mutex_lock(&a->mu);
+            a->taken = a->head;
+            a->head = a->tail = NULL;
+            atomic_store(&a->count, 0);
+            pthread_cond_broadcast(&a->cv_room);
+            pthread_mutex_unlock(&a->mu);
+            if (a->taken == NULL)
+                break;
         }
+        done_t *d = a->taken;
+        a->taken = d->next;
+        resolve(d);
     }
-    a->draining = 0;
+    a->draining--;
+    vp_drain_depth--;
     return true;
 }
 
-/* Waits, GIL held, until every call settled so far has its future resolved. From a future's
- * callback that this thread's drain runs (flush or close there), it cannot wait for the drain
- * it is part of: that drain resolves the rest once the callback returns. */
+/* Around a wait in the library that nobody else may drain for: this thread's own drain is
+ * under way (a done-callback waits), or a close settles every call. Wakes the library's
+ * thread if it already waits for room. */
+static void room_wait_off(vp_appender_t *a)
+{
+    pthread_mutex_lock(&a->mu);
+    atomic_fetch_add(&a->no_room_wait, 1);
+    pthread_cond_broadcast(&a->cv_room);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void room_wait_on(vp_appender_t *a)
+{
+    atomic_fetch_sub(&a->no_room_wait, 1);
+}
+
+/* Waits, GIL held, until every call settled so far has its future resolved (on the draining
+ * thread, from a done-callback, by draining them itself). */
 static void drain_all(vp_appender_t *a)
 {
-    if (a->draining && pthread_equal(a->drainer, pthread_self()))
-        return;
     while (!drain(a) || atomic_load(&a->count) > 0) {
         Py_BEGIN_ALLOW_THREADS
         sched_yield();
@@ -213,6 +284,8 @@ static void *resolver_main(void *arg)
     return NULL;
 }
 
+static vp_appender_t *make_appender(vp_client_t *c, varlog_appender_t *app);
+
 PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"topic", "log_stream", NULL};
@@ -253,9 +326,19 @@ PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
         }
         return NULL;
     }
-    c->calls--;
-    if (err != VARLOG_OK)
+    if (err != VARLOG_OK) {
+        c->calls--;
         return vp_raise(err, -1);
+    }
+    /* still counted in c->calls until adopted: a close that begins meanwhile (the code below
+     * may let the GIL go) waits for this and then closes the new appender with the others */
+    vp_appender_t *a = make_appender(c, app);
+    c->calls--;
+    return (PyObject *)a;
+}
+
+static vp_appender_t *make_appender(vp_client_t *c, varlog_appender_t *app)
+{
     vp_appender_t *a = PyObject_New(vp_appender_t, &vp_appender_type);
     if (a == NULL) {
         varlog_appender_close(&app, 0);
@@ -266,6 +349,9 @@ PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
     Py_INCREF(c);
     a->weakreflist = NULL;
     a->calls = a->draining = 0;
+    a->taken = NULL;
+    a->interrupt = NULL;
+    atomic_init(&a->no_room_wait, 0);
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->cv_work, NULL);
     pthread_cond_init(&a->cv_room, NULL);
@@ -278,17 +364,17 @@ PyObject *vp_client_appender(PyObject *self, PyObject *args, PyObject *kw)
     a->resolver_started = pthread_create(&a->resolver, NULL, resolver_main, a) == 0;
     if (!a->resolver_started) {
         Py_DECREF(a);
-        vp_appender_close_quiet(a);
+        Py_XDECREF(vp_appender_close_quiet(a));
         Py_DECREF(a);
         PyErr_SetString(PyExc_RuntimeError, "could not start the appender's resolver thread");
         return NULL;
     }
     if (vp_client_adopt(c, (PyObject *)a) < 0) {
-        vp_appender_close_quiet(a);
+        Py_XDECREF(vp_appender_close_quiet(a));
         Py_DECREF(a);
         return NULL;
     }
-    return (PyObject *)a;
+    return a;
 }
 
 static PyObject *closed_error(void)
@@ -317,6 +403,8 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
         return closed_error();
     if (atomic_load_explicit(&a->count, memory_order_relaxed) > 0)
         drain(a);
+    if (raise_interrupt(a) < 0)
+        return NULL; /* nothing queued */
     Py_buffer view;
     if (PyObject_GetBuffer(record, &view, PyBUF_SIMPLE) < 0)
         return NULL;
@@ -355,16 +443,21 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
                 err = VARLOG_ERR_CLOSED;
                 break;
             }
+            bool nested = drains_here(a);
+            if (nested)
+                room_wait_off(a);
             a->calls++;
             Py_BEGIN_ALLOW_THREADS
             err = varlog_appender_append(p, &rec, 1, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS,
                                          cb, opaque);
             Py_END_ALLOW_THREADS
             a->calls--;
+            if (nested)
+                room_wait_on(a);
             if (err != VARLOG_ERR_QUEUE_FULL)
                 break;
             drain(a);
-            if (PyErr_CheckSignals() < 0) {
+            if (raise_interrupt(a) < 0 || PyErr_CheckSignals() < 0) {
                 err = VARLOG_ERR_QUEUE_FULL;
                 goto interrupted;
             }
@@ -393,9 +486,12 @@ interrupted:
 }
 
 /* Flushes p in bounded waits (so that signals are noticed); returns the calls still pending,
- * or -1 with an exception set (interrupted). GIL held. closing: called by close, which owns p;
- * otherwise a close on another thread (during the drain's Python code, a->calls being 0
- * then) may free p, so p is used again only while a->app still is p. */
+ * or -1 with an exception set (interrupted, or a done-callback's KeyboardInterrupt). GIL held.
+ * closing: called by close, which owns p. Otherwise a close on another thread may free p
+ * whenever this thread runs Python code (the drain's callbacks, a signal handler) or lets the
+ * GIL go with a->calls 0, so p is used only while a->app still is p, looked at right before
+ * each call with nothing in between that could let the GIL go; a->calls, counted before the
+ * GIL is released, then makes that close wait. */
 static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t ms, bool closing)
 {
     int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
@@ -404,15 +500,26 @@ static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t 
         int64_t left = deadline == INT64_MAX ? WAIT_CHUNK_MS : deadline - now_ms();
         if (left < 0)
             left = 0;
+        if (!closing && a->app != p) {
+            pending = 0; /* closed meanwhile: the close settles every call */
+            break;
+        }
         varlog_err_t err;
+        bool nested = drains_here(a);
+        if (nested)
+            room_wait_off(a);
         a->calls++;
         Py_BEGIN_ALLOW_THREADS
         err = varlog_appender_flush(p, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS, &pending);
         Py_END_ALLOW_THREADS
         a->calls--;
+        if (nested)
+            room_wait_on(a);
         drain(a);
+        if (raise_interrupt(a) < 0)
+            return -1;
         if (!closing && a->app != p) {
-            pending = 0; /* closed meanwhile: the close settles every call */
+            pending = 0;
             break;
         }
         if (err == VARLOG_OK || left == 0)
@@ -425,6 +532,8 @@ static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t 
             return -1;
     }
     drain_all(a);
+    if (raise_interrupt(a) < 0)
+        return -1;
     return (Py_ssize_t)pending;
 }
 
@@ -463,9 +572,13 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
         rc = -1;
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
+    /* close settles every call; the list of settled calls may exceed its bound meanwhile
+     * (this thread may be the one that would drain it: close from a done-callback) */
+    room_wait_off(a);
     Py_BEGIN_ALLOW_THREADS
     varlog_appender_close(&p, 0);
     Py_END_ALLOW_THREADS
+    room_wait_on(a);
     if (a->resolver_started) {
         pthread_mutex_lock(&a->mu);
         a->stop = true;
@@ -482,16 +595,43 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
     }
     drain_all(a);
     PyErr_Restore(et, ev, tb);
+    if (rc == 0 && raise_interrupt(a) < 0)
+        rc = -1;
     return rc;
 }
 
-void vp_appender_close_quiet(vp_appender_t *a)
+void vp_appender_forget(vp_appender_t *a)
 {
-    PyObject *et, *ev, *tb;
+    /* a thread of the parent may have held them; the resolver's reference stays (leaked) */
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->cv_work, NULL);
+    pthread_cond_init(&a->cv_room, NULL);
+    a->app = NULL;
+    a->calls = 0;
+    a->draining = 0;
+    a->resolver_started = false;
+    atomic_store(&a->no_room_wait, 0);
+}
+
+PyObject *vp_appender_close_quiet(vp_appender_t *a)
+{
+    PyObject *et, *ev, *tb, *kept = NULL;
     PyErr_Fetch(&et, &ev, &tb);
-    if (app_close_impl(a, 0) < 0)
-        PyErr_Clear();
+    if (app_close_impl(a, 0) < 0) {
+        if (PyErr_ExceptionMatches(PyExc_Exception)) {
+            PyErr_Clear();
+        } else {
+            PyObject *kt, *kb;
+            PyErr_Fetch(&kt, &kept, &kb);
+            PyErr_NormalizeException(&kt, &kept, &kb);
+            if (kept != NULL && kb != NULL)
+                PyException_SetTraceback(kept, kb);
+            Py_XDECREF(kt);
+            Py_XDECREF(kb);
+        }
+    }
     PyErr_Restore(et, ev, tb);
+    return kept;
 }
 
 static PyObject *app_close(PyObject *self, PyObject *args, PyObject *kw)
@@ -562,6 +702,7 @@ static void app_dealloc(PyObject *self)
     pthread_mutex_destroy(&a->mu);
     pthread_cond_destroy(&a->cv_work);
     pthread_cond_destroy(&a->cv_room);
+    Py_XDECREF(a->interrupt);
     Py_XDECREF(a->client);
     PyObject_Free(self);
 }
@@ -582,7 +723,9 @@ static PyMethodDef app_methods[] = {
     {"flush", KW app_flush, METH_VARARGS | METH_KEYWORDS,
      "flush(timeout=None) -> int\n\nSends what is queued now and waits (GIL released) until "
      "every append made before it has its future resolved; returns how many are still pending "
-     "(0 when done; they go on). timeout: seconds, None = until done, 0 = only start sending."},
+     "(0 when done; they go on). timeout: seconds, None = until done, 0 = only start sending. "
+     "May be called from a future's done-callback. Raises a KeyboardInterrupt a done-callback "
+     "raised (after every other callback ran)."},
     {"close", KW app_close, METH_VARARGS | METH_KEYWORDS,
      "close(timeout=None) -> None\n\nStops intake (later appends raise Closed), flushes for up "
      "to timeout seconds (None: until every call settled), then ends the appender: calls still "

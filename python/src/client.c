@@ -38,33 +38,53 @@ int vp_client_adopt(vp_client_t *c, PyObject *child)
     return rc;
 }
 
-static void client_close_impl(vp_client_t *c)
+static void pause_1ms(void)
 {
-    if (c->client == NULL)
-        return;
-    /* appenders first, as varlog_client_destroy would (timeout 0), but through their Python
-     * objects so that their futures are resolved and their resolver threads joined */
-    PyObject *kids = c->children;
-    c->children = PyList_New(0);
-    for (Py_ssize_t i = 0; kids != NULL && i < PyList_GET_SIZE(kids); i++) {
-        PyObject *o = PyWeakref_GetObject(PyList_GET_ITEM(kids, i));
-        if (o == Py_None)
-            continue;
-        Py_INCREF(o);
-        if (PyObject_TypeCheck(o, &vp_appender_type))
-            vp_appender_close_quiet((vp_appender_t *)o);
-        else
-            vp_subscription_close_quiet((vp_subscription_t *)o);
-        Py_DECREF(o);
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+    Py_END_ALLOW_THREADS
+}
+
+/* Closes c once. c->client is cleared first, so that no call, appender or subscription starts
+ * once close began; the calls in progress (appender and subscribe among them, which adopt
+ * their child before they end) are waited for; only then are the children closed, all of them,
+ * none being added any more. A close while another thread's is under way waits for it, except
+ * inside a drain (a done-callback): the closing thread may be waiting for that drain. */
+static int client_close_impl(vp_client_t *c)
+{
+    if (c->client == NULL) {
+        while (c->closing && vp_drain_depth == 0)
+            pause_1ms();
+        return 0;
     }
-    Py_XDECREF(kids);
+    PyObject *kept = NULL; /* the first KeyboardInterrupt a done-callback raised */
     varlog_client_t *p = c->client;
     c->client = NULL;
-    while (c->calls > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-        Py_END_ALLOW_THREADS
+    c->closing = true;
+    while (c->calls > 0)
+        pause_1ms();
+    /* appenders first, as varlog_client_destroy would (timeout 0), but through their Python
+     * objects so that their futures are resolved and their resolver threads joined */
+    while (c->children != NULL && PyList_GET_SIZE(c->children) > 0) {
+        PyObject *kids = c->children;
+        c->children = PyList_New(0);
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(kids); i++) {
+            PyObject *o = PyWeakref_GetObject(PyList_GET_ITEM(kids, i));
+            if (o == Py_None)
+                continue;
+            Py_INCREF(o);
+            if (PyObject_TypeCheck(o, &vp_appender_type)) {
+                PyObject *k = vp_appender_close_quiet((vp_appender_t *)o);
+                if (kept == NULL)
+                    kept = k;
+                else
+                    Py_XDECREF(k);
+            } else
+                vp_subscription_close_quiet((vp_subscription_t *)o);
+            Py_DECREF(o);
+        }
+        Py_DECREF(kids);
     }
     Py_BEGIN_ALLOW_THREADS
     varlog_client_destroy(p);
@@ -76,6 +96,33 @@ static void client_close_impl(vp_client_t *c)
     if (c->next)
         c->next->prev = c->prev;
     c->prev = c->next = NULL;
+    c->closing = false;
+    if (kept == NULL)
+        return 0;
+    PyErr_SetObject((PyObject *)Py_TYPE(kept), kept);
+    Py_DECREF(kept);
+    return -1;
+}
+
+void vp_client_forget_all(void)
+{
+    for (vp_client_t *c = live_clients, *next; c != NULL; c = next) {
+        next = c->next;
+        c->client = NULL;
+        c->calls = 0;
+        c->closing = false;
+        for (Py_ssize_t i = 0; c->children != NULL && i < PyList_GET_SIZE(c->children); i++) {
+            PyObject *o = PyWeakref_GetObject(PyList_GET_ITEM(c->children, i));
+            if (o == Py_None)
+                continue;
+            if (PyObject_TypeCheck(o, &vp_appender_type))
+                vp_appender_forget((vp_appender_t *)o);
+            else
+                vp_subscription_forget((vp_subscription_t *)o);
+        }
+        c->prev = c->next = NULL;
+    }
+    live_clients = NULL;
 }
 
 void vp_client_close_all(void)
@@ -83,7 +130,8 @@ void vp_client_close_all(void)
     while (live_clients != NULL) {
         vp_client_t *c = live_clients;
         Py_INCREF(c);
-        client_close_impl(c);
+        if (client_close_impl(c) < 0)
+            PyErr_WriteUnraisable((PyObject *)c);
         if (live_clients == c) /* unlinked by close; defensive against a loop */
             live_clients = c->next;
         Py_DECREF(c);
@@ -139,6 +187,8 @@ static int client_init(PyObject *self, PyObject *args, PyObject *kwargs)
     c->logger = logger == Py_None ? vp.default_logger : logger;
     Py_INCREF(c->logger);
     varlog_conf_set_log_cb(conf, vp_log_cb, c->logger);
+    if (vp_library_check() < 0)
+        goto out;
     char errstr[512];
     varlog_client_t *client = NULL;
     varlog_err_t err;
@@ -184,7 +234,11 @@ static PyObject *client_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
 static void client_dealloc(PyObject *self)
 {
     vp_client_t *c = (vp_client_t *)self;
-    client_close_impl(c);
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (client_close_impl(c) < 0)
+        PyErr_WriteUnraisable(self);
+    PyErr_Restore(et, ev, tb);
     if (c->weakreflist != NULL)
         PyObject_ClearWeakRefs(self);
     Py_XDECREF(c->logger);
@@ -195,7 +249,8 @@ static void client_dealloc(PyObject *self)
 static PyObject *client_close(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
-    client_close_impl((vp_client_t *)self);
+    if (client_close_impl((vp_client_t *)self) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -211,7 +266,8 @@ static PyObject *client_enter(PyObject *self, PyObject *noargs)
 static PyObject *client_exit(PyObject *self, PyObject *args)
 {
     (void)args;
-    client_close_impl((vp_client_t *)self);
+    if (client_close_impl((vp_client_t *)self) < 0)
+        return NULL;
     Py_RETURN_FALSE;
 }
 
@@ -524,10 +580,13 @@ PyObject *vp_client_subscribe_to(PyObject *self, PyObject *args, PyObject *kw);
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef client_methods[] = {
     {"close", client_close, METH_NOARGS,
-     "close() -> None\n\nCloses the client: its appenders first, as Appender.close(timeout=0) "
-     "(pending futures fail with Closed or MaybeAppended), then its subscriptions; waits for "
-     "calls in progress on other threads to return (each bounded by its timeout); joins every "
-     "thread of the library. No log record is emitted after it returns. Idempotent."},
+     "close() -> None\n\nCloses the client: later calls raise Closed at once; waits for calls "
+     "in progress on other threads to return (each bounded by its timeout); then closes its "
+     "appenders, as Appender.close(timeout=0) (pending futures fail with Closed or "
+     "MaybeAppended), and its subscriptions, those created by the calls waited for among "
+     "them; joins every thread of the library. No log record is emitted after it returns. "
+     "Idempotent: a close while another thread's runs waits for it (except from a "
+     "done-callback, whose drain that close may be waiting for)."},
     {"__enter__", client_enter, METH_NOARGS, NULL},
     {"__exit__", client_exit, METH_VARARGS, NULL},
     {"topics", client_topics, METH_NOARGS,

@@ -34,7 +34,9 @@
 
 static PyTypeObject *future_type;
 static PyObject *base_set_result, *base_set_exception, *base_result, *base_exception, *base_done;
-static PyObject *condition_cls; /* threading.Condition */
+static PyObject *condition_cls;         /* threading.Condition */
+static PyObject *futures_log_error;     /* concurrent.futures._base.LOGGER.error */
+static PyObject *base_invoke_callbacks; /* Future._invoke_callbacks */
 static PyObject *st_pending, *st_finished;
 static PyObject *empty_tuple;
 
@@ -253,6 +255,59 @@ static PyObject *fut_done(PyObject *self, PyObject *unused)
     return PyObject_CallOneArg(base_done, self);
 }
 
+/* concurrent.futures' _invoke_callbacks (which set_result and set_exception call), except that
+ * a callback raising what is not an Exception (KeyboardInterrupt, SystemExit) does not skip
+ * the callbacks after it: the first such exception is raised once all ran, so that the
+ * appender hands it to the call that waits. An Exception is logged as the base class does. */
+static PyObject *fut_invoke_callbacks(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *cbs = fields(self)[F_CALLBACKS];
+    if (cbs == NULL)
+        return none();
+    if (!PyList_Check(cbs)) /* replaced by a subclass: the base class's way */
+        return PyObject_CallOneArg(base_invoke_callbacks, self);
+    Py_INCREF(cbs);
+    PyObject *et = NULL, *ev = NULL, *tb = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cbs); i++) {
+        PyObject *cb = PyList_GET_ITEM(cbs, i);
+        Py_INCREF(cb);
+        PyObject *r = PyObject_CallOneArg(cb, self);
+        Py_DECREF(cb);
+        if (r != NULL) {
+            Py_DECREF(r);
+        } else if (PyErr_ExceptionMatches(PyExc_Exception)) {
+            /* LOGGER.exception("exception calling callback for %r", self), as the base does */
+            PyObject *t, *v, *b;
+            PyErr_Fetch(&t, &v, &b);
+            PyErr_NormalizeException(&t, &v, &b);
+            if (v != NULL && b != NULL)
+                PyException_SetTraceback(v, b);
+            PyObject *args = Py_BuildValue("(sO)", "exception calling callback for %r", self);
+            PyObject *kw = Py_BuildValue("{s:O}", "exc_info", v ? v : Py_True);
+            PyObject *lr = args && kw ? PyObject_Call(futures_log_error, args, kw) : NULL;
+            if (lr == NULL)
+                PyErr_WriteUnraisable(self);
+            Py_XDECREF(lr);
+            Py_XDECREF(args);
+            Py_XDECREF(kw);
+            Py_XDECREF(t);
+            Py_XDECREF(v);
+            Py_XDECREF(b);
+        } else if (et == NULL) {
+            PyErr_Fetch(&et, &ev, &tb);
+        } else {
+            PyErr_WriteUnraisable(self);
+        }
+    }
+    Py_DECREF(cbs);
+    if (et != NULL) {
+        PyErr_Restore(et, ev, tb);
+        return NULL;
+    }
+    return none();
+}
+
 static PyObject *fut_cancel(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
@@ -288,6 +343,9 @@ static PyMethodDef fut_methods[] = {
     {"exception", FASTKW(fut_exception),
      "exception(timeout=None) -> Optional[VarlogError]\n\nNone when the record was stored, else "
      "its NotAppended / MaybeAppended; waits as result() does."},
+    {"_invoke_callbacks", fut_invoke_callbacks, METH_NOARGS,
+     "Runs the done-callbacks as concurrent.futures does; a KeyboardInterrupt (any "
+     "BaseException that is not an Exception) one raises is raised after the others ran."},
     {"set_result", fut_set_result, METH_O,
      "For the appender (and tests): resolves the future, once; InvalidStateError after."},
     {"set_exception", fut_set_exception, METH_O,
@@ -357,9 +415,14 @@ int vp_future_init_type(PyObject *m)
     base_result = attr(base, "result");
     base_exception = attr(base, "exception");
     base_done = attr(base, "done");
+    base_invoke_callbacks = attr(base, "_invoke_callbacks");
+    PyObject *logger = attr(base_mod, "LOGGER");
+    futures_log_error = logger ? attr(logger, "error") : NULL;
+    Py_XDECREF(logger);
     empty_tuple = PyTuple_New(0);
     if (!st_pending || !st_finished || !condition_cls || !base_set_result || !base_set_exception ||
-        !base_result || !base_exception || !base_done || !empty_tuple) {
+        !base_result || !base_exception || !base_done || !base_invoke_callbacks ||
+        !futures_log_error || !empty_tuple) {
         Py_DECREF(base);
         goto fail;
     }

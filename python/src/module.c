@@ -221,6 +221,72 @@ void vp_log_cb(void *opaque, varlog_log_level_t level, varlog_log_ctx_t ctx, con
     PyGILState_Release(st);
 }
 
+/* ---- fork ---- */
+
+static bool library_used, library_forked;
+
+int vp_library_check(void)
+{
+    if (library_forked) {
+        PyObject *exc = vp_make_error(
+            VARLOG_ERR_STATE,
+            "libvarlog cannot be used in the child of a fork of a process that used it (its "
+            "gRPC threads were not copied): start the process with exec (multiprocessing's "
+            "'spawn' or 'forkserver')",
+            -1);
+        if (exc != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        return -1;
+    }
+    library_used = true;
+    return 0;
+}
+
+static void ***tracked; /* fields holding a Server's or Admin's C pointer (GIL-guarded) */
+static size_t n_tracked, cap_tracked;
+
+int vp_fork_track(void **slot)
+{
+    for (size_t i = 0; i < n_tracked; i++)
+        if (tracked[i] == slot)
+            return 0;
+    if (n_tracked == cap_tracked) {
+        size_t cap = cap_tracked ? 2 * cap_tracked : 16;
+        void ***t = PyMem_Realloc(tracked, cap * sizeof *t);
+        if (t == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        tracked = t;
+        cap_tracked = cap;
+    }
+    tracked[n_tracked++] = slot;
+    return 0;
+}
+
+void vp_fork_untrack(void **slot)
+{
+    for (size_t i = 0; i < n_tracked; i++)
+        if (tracked[i] == slot) {
+            tracked[i] = tracked[--n_tracked];
+            return;
+        }
+}
+
+static PyObject *mod_after_fork_child(PyObject *self, PyObject *noargs)
+{
+    (void)self;
+    (void)noargs;
+    vp_client_forget_all();
+    library_forked = library_forked || library_used;
+    for (size_t i = 0; i < n_tracked; i++)
+        *tracked[i] = NULL;
+    n_tracked = 0;
+    Py_RETURN_NONE;
+}
+
 /* ---- module functions ---- */
 
 static PyObject *mod_shutdown(PyObject *self, PyObject *noargs)
@@ -252,6 +318,10 @@ static PyMethodDef mod_methods[] = {
     {"_shutdown", mod_shutdown, METH_NOARGS,
      "Closes every open client (their appenders and subscriptions first), then stops every C "
      "thread from entering Python. Registered with atexit by the package."},
+    {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
+     "In the child of os.fork (registered by the package): every Client, Appender, "
+     "Subscription, Admin and Server of the parent is made to look closed, without calling "
+     "into the library (whose threads the child does not have) and without freeing it."},
     {"version", mod_version, METH_NOARGS, "libvarlog's version string."},
     {"err_name", mod_err_name, METH_O, "The name of a varlog_err_t code, e.g. 'ERR_TIMED_OUT'."},
     {NULL, NULL, 0, NULL},

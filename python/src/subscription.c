@@ -39,6 +39,8 @@ static PyObject *entry_new(const varlog_entry_t *e)
     return o;
 }
 
+static PyObject *adopt_sub(vp_client_t *c, varlog_subscription_t *sub);
+
 static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned long long begin,
                           PyObject *end_obj)
 {
@@ -72,9 +74,18 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
         }
         return NULL;
     }
-    c->calls--;
-    if (err != VARLOG_OK)
+    if (err != VARLOG_OK) {
+        c->calls--;
         return vp_raise(err, -1);
+    }
+    /* counted in c->calls until adopted: a close that begins meanwhile waits for it */
+    PyObject *s = adopt_sub(c, sub);
+    c->calls--;
+    return s;
+}
+
+static PyObject *adopt_sub(vp_client_t *c, varlog_subscription_t *sub)
+{
     vp_subscription_t *s = PyObject_New(vp_subscription_t, &vp_subscription_type);
     if (s == NULL) {
         varlog_subscription_close(&sub);
@@ -131,6 +142,12 @@ static void sub_close_impl(vp_subscription_t *s)
     varlog_subscription_close(&p);
     pthread_mutex_unlock(&s->mu);
     Py_END_ALLOW_THREADS
+}
+
+void vp_subscription_forget(vp_subscription_t *s)
+{
+    pthread_mutex_init(&s->mu, NULL); /* a reader of the parent may have held it */
+    s->sub = NULL;
 }
 
 void vp_subscription_close_quiet(vp_subscription_t *s)

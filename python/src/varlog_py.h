@@ -71,7 +71,8 @@ struct vp_client {
     PyObject *logger;
     PyObject *children; /* list of weakrefs to appenders and subscriptions */
     PyObject *weakreflist;
-    int calls;                /* calls running with the GIL released (GIL-guarded) */
+    int calls;    /* calls running with the GIL released, or adopting a child (GIL-guarded) */
+    bool closing; /* a close is under way (GIL-guarded) */
     vp_client_t *prev, *next; /* live clients, for the atexit hook */
 };
 
@@ -81,12 +82,30 @@ extern PyTypeObject vp_client_type, vp_appender_type, vp_subscription_type, vp_a
 varlog_client_t *vp_client_get(vp_client_t *c); /* NULL with Closed raised */
 int vp_client_adopt(vp_client_t *c, PyObject *child);
 
-/* Closes children (appenders, subscriptions) without raising; used by Client.close. */
-void vp_appender_close_quiet(vp_appender_t *a);
+/* Drains (future resolutions) under way on this thread: a done-callback runs when > 0. */
+extern _Thread_local int vp_drain_depth;
+
+/* Close children (appenders, subscriptions) without raising; used by Client.close. The
+ * appender's returns what one of its done-callbacks raised that is not an Exception
+ * (KeyboardInterrupt: a new reference, for Client.close to raise), else NULL. */
+PyObject *vp_appender_close_quiet(vp_appender_t *a);
 void vp_subscription_close_quiet(vp_subscription_t *s);
 
 /* Closes every live client (atexit). */
 void vp_client_close_all(void);
+
+/* In the child of a fork (os.register_at_fork): every handle of the parent is made to look
+ * closed without calling into the library, whose threads the child does not have; their C
+ * objects are left as they are (leaked). */
+void vp_client_forget_all(void);
+void vp_appender_forget(vp_appender_t *a);
+void vp_subscription_forget(vp_subscription_t *s);
+/* Before a Client, Admin or Server starts the library: -1 with an error set in the child of a
+ * fork of a process that had started it (gRPC's threads were not copied: it would hang). */
+int vp_library_check(void);
+/* Server and Admin handles register the field holding their C pointer for that. GIL held. */
+int vp_fork_track(void **slot);
+void vp_fork_untrack(void **slot);
 
 /* varlog.AppendFuture (future.c): a new pending future, and its resolution (exactly once;
  * InvalidStateError after). GIL held. Returns -1 with an error set. */

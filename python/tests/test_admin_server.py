@@ -70,3 +70,30 @@ def test_server_faults_stop_restart(server, client):
     server.close()
     with pytest.raises(varlog.Closed):
         server.add_topic()
+
+
+def test_server_close_while_another_thread_restarts_it():
+    """close waits for a stop or restart running on another thread (GIL released) instead of
+    freeing the server under it."""
+    import threading
+
+    srv = varlog.Server()
+    one = threading.Event()
+    ended = []
+
+    def restart():
+        try:
+            while True:
+                srv.restart()
+                one.set()
+        except varlog.Closed:
+            ended.append("closed")
+        finally:
+            one.set()
+
+    t = threading.Thread(target=restart)
+    t.start()
+    assert one.wait(30)
+    srv.close()
+    t.join(30)
+    assert not t.is_alive() and ended == ["closed"]

@@ -8,6 +8,7 @@ import pytest
 
 import varlog
 from conftest import APPEND, wait_for
+from subproc import run_script
 
 
 def test_futures_resolve_in_order_exactly_once(client, unraisable):
@@ -264,3 +265,147 @@ def test_close_while_another_thread_flushes(server):
         app.close(timeout=0)
         t.join(10)
         assert not t.is_alive() and all(f.done() for f in futs)
+
+
+# A done-callback that flushes, closes or appends while more calls settle than the list of
+# settled calls holds (65,536): the callback runs inside a drain, so nothing else resolves
+# futures meanwhile; the appender must not wait for room only that drain could make.
+NESTED_WAIT = textwrap.dedent("""
+    import sys, threading, varlog
+    variant = sys.argv[1]
+    srv = varlog.Server(topics=1, log_streams_per_topic=1)
+    # "append": a small queue, so the callback's appends wait for room; otherwise all 90,000 fit
+    c = varlog.Client(srv.address, appender_queue_max_records=1000 if variant == "append" else 100000)
+    app = c.appender(1)
+    main = threading.get_ident()
+    adding = inline = False
+    done = threading.Event()
+    out = {}
+
+    def on_done(f):
+        global inline
+        if adding and threading.get_ident() == main:
+            inline = True  # resolved before add_done_callback: this call is not in a drain
+            return
+        futs = [app.append(b"x") for _ in range(90000)]
+        if variant == "close":
+            app.close()
+        else:
+            out["pending"] = app.flush()
+        out["settled"] = sum(f.done() for f in futs)
+        done.set()
+
+    for _ in range(1000):
+        adding, inline = True, False
+        app.append(b"first").add_done_callback(on_done)
+        adding = False
+        if not inline:
+            break
+    else:
+        sys.exit("every future was resolved before its callback was added")
+    done.wait()
+    print("pending", out.get("pending"), "settled", out["settled"], flush=True)
+    app.close()
+    c.close()
+    srv.close()
+""")
+
+
+@pytest.mark.parametrize("variant", ["flush", "close", "append"])
+def test_callback_flush_close_or_append_with_90000_pending(variant):
+    rc, out, err = run_script(NESTED_WAIT, variant, timeout=90)
+    assert rc is not None, "deadlock: the callback's %s never returned\n%s%s" % (variant, out, err)
+    assert rc == 0, (out, err)
+    want = "pending 0 settled 90000" if variant != "close" else "pending None settled 90000"
+    assert want in out, (out, err)
+
+
+# flush() on the main thread; a signal handler that runs at flush's signal check releases the
+# GIL (a thread join) while another thread closes the appender with timeout=0. flush must not
+# touch the freed C appender afterwards (MALLOC_PERTURB_ makes a use after free visible).
+FLUSH_SIGNAL_CLOSE = textwrap.dedent("""
+    import dis, signal, sys, threading, varlog
+    srv = varlog.Server(topics=1, log_streams_per_topic=1)
+    c = varlog.Client(srv.address, append_retries=0)
+    srv.delay("/varlog.snpb.LogIO/Append", 120000)  # no answer while the test runs
+    app = c.appender(1, log_stream=1)
+    futs = [app.append(b"x") for _ in range(20)]
+    main = threading.get_ident()
+    state = {"closed": False, "early": 0}
+
+    def do_flush():
+        return app.flush()
+
+    # inside flush: the frame is at do_flush's call instruction (or past it)
+    CALL_AT = min(i.offset for i in dis.get_instructions(do_flush)
+                  if i.opname.startswith(("CALL", "PRECALL")))
+
+    def in_flush(frame):
+        return frame is not None and frame.f_code is do_flush.__code__ and frame.f_lasti >= CALL_AT
+
+    def handler(signum, frame):
+        if not in_flush(frame):
+            state["early"] += 1
+            return
+        t = threading.Thread(target=app.close, kwargs={"timeout": 0})
+        t.start()
+        t.join()  # releases the GIL: the close runs now, while flush is between two waits
+        state["closed"] = True
+
+    signal.signal(signal.SIGUSR1, handler)
+
+    def sender():
+        ev = threading.Event()
+        for _ in range(60000):  # until main is inside flush (bounded: 60 s of 1 ms waits)
+            if in_flush(sys._current_frames().get(main)):
+                signal.pthread_kill(main, signal.SIGUSR1)
+                return
+            ev.wait(0.001)
+
+    threading.Thread(target=sender).start()
+    n = do_flush()
+    print("flush returned", n, "closed in handler", state["closed"], "early", state["early"],
+          "all done", all(f.done() for f in futs), flush=True)
+    c.close()
+    srv.close()
+""")
+
+
+def test_flush_while_a_signal_handler_closes_the_appender():
+    rc, out, err = run_script(FLUSH_SIGNAL_CLOSE, timeout=60, env={"MALLOC_PERTURB_": "165"})
+    assert rc == 0, (rc, out, err)
+    assert "flush returned 0 closed in handler True early 0 all done True" in out, (out, err)
+
+
+def test_keyboard_interrupt_in_a_callback_reaches_the_flush(client, unraisable):
+    ran = []
+    with client.appender(1) as app:
+        for _ in range(100):  # a round whose futures were all pending when the callbacks went on
+            ran.clear()
+            futs = [app.append(b"k%d" % i) for i in range(5)]
+
+            def interrupt(f):
+                raise KeyboardInterrupt
+
+            try:
+                futs[0].add_done_callback(interrupt)
+            except KeyboardInterrupt:
+                app.flush()
+                continue  # resolved already: the callback ran here, at once
+            futs[0].add_done_callback(lambda f: ran.append(0))
+            for i in range(1, 5):
+                futs[i].add_done_callback(lambda f, i=i: ran.append(i))
+            if len(ran) == 0:
+                break
+            try:
+                app.flush()
+            except KeyboardInterrupt:
+                pass
+        else:
+            pytest.fail("every round's futures were resolved before their callbacks were added")
+        with pytest.raises(KeyboardInterrupt):
+            app.flush()  # whichever thread ran the callback, the waiting flush raises it
+        assert sorted(ran) == [0, 1, 2, 3, 4]  # the future's later callbacks and the others'
+        assert all(f.done() for f in futs)
+        assert app.flush() == 0  # raised once
+    assert unraisable == []

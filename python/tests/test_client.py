@@ -1,9 +1,12 @@
 import logging
+import textwrap
+import threading
 
 import pytest
 
 import varlog
 from conftest import APPEND
+from subproc import run_script
 
 
 def test_topics_and_log_streams(client):
@@ -145,3 +148,131 @@ def test_library_log_goes_to_logging(server):
         log.removeHandler(h)
     # nothing after close returned
     assert len(records) == n
+
+
+def test_close_closes_appenders_created_during_it(server):
+    """Threads keep creating appenders while two threads close the client, and a done-callback
+    that the close runs creates one: when either close returns, every appender ever returned
+    is closed (none is left with its threads)."""
+    c = varlog.Client(server.address)
+    made, problems, refused = [], [], []
+    enough = threading.Event()
+    server.delay(APPEND, 120000)  # no answer while the test runs: the close fails the call
+    first = c.appender(1)
+
+    def on_done(f):  # runs during the client's close, which closes `first`
+        try:
+            made.append(c.appender(1))
+        except varlog.Closed:
+            refused.append(f.exception())
+
+    first.append(b"x").add_done_callback(on_done)
+
+    def create():
+        try:
+            for _ in range(2000):
+                made.append(c.appender(1))
+                if len(made) >= 20:
+                    enough.set()
+        except varlog.Closed:
+            pass
+        finally:
+            enough.set()
+
+    def close():
+        c.close()
+        still_open = sum(not a.closed for a in list(made))
+        if still_open:
+            problems.append("%d of %d appenders open after close returned" % (still_open, len(made)))
+
+    creators = [threading.Thread(target=create) for _ in range(3)]
+    for t in creators:
+        t.start()
+    assert enough.wait(30)
+    closers = [threading.Thread(target=close) for _ in range(2)]
+    for t in closers:
+        t.start()
+    for t in closers + creators:
+        t.join(60)
+    assert not any(t.is_alive() for t in closers + creators)
+    leftover = [a for a in made if not a.closed]
+    for a in leftover:  # so that a failure does not leave threads behind
+        a.close(timeout=0)
+    assert problems == [] and leftover == []
+    assert first.closed and len(refused) == 1 and isinstance(refused[0], varlog.VarlogError)
+
+
+FORK = textwrap.dedent("""
+    import os, signal, sys, threading, varlog
+    srv = varlog.Server(topics=1, log_streams_per_topic=1)
+    addr = srv.address
+    c = varlog.Client(addr)
+    admin = varlog.Admin(addr)
+    app = c.appender(1)
+    futs = [app.append(b"x") for _ in range(1000)]
+    sub = c.subscribe(1, 1)
+    pid = os.fork()
+    if pid == 0:
+        # the child: the parent's handles are closed here without being touched
+        assert c.closed and app.closed and sub.closed
+        try:
+            app.append(b"y")
+            sys.exit("append in the child did not raise")
+        except varlog.Closed:
+            pass
+        try:
+            srv.address
+            sys.exit("the parent's server is usable in the child")
+        except varlog.Closed:
+            pass
+        for make in (lambda: varlog.Client(addr), lambda: varlog.Admin(addr), varlog.Server):
+            try:
+                make()  # gRPC's threads are not in the child: it would hang, it raises instead
+                sys.exit("the library started in the child of a fork")
+            except varlog.VarlogError as e:
+                assert e.name == "ERR_STATE" and "fork" in e.text, e
+        print("child exiting", flush=True)
+        sys.exit(0)  # a normal exit: the atexit hook and finalization run in the child
+    ev = threading.Event()
+    for _ in range(30000):  # 30 s of 1 ms waits for the child's exit
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            break
+        ev.wait(0.001)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        sys.exit("the child hung at exit")
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    # the parent's handles still work
+    assert app.flush() == 0 and all(f.result().glsn > 0 for f in futs)
+    assert next(sub).glsn == 1
+    print("parent ok", flush=True)
+    sub.close(); app.close(); c.close(); admin.close(); srv.close()
+""")
+
+
+def test_fork_child_exits_and_leaves_the_parents_handles_alone():
+    rc, out, err = run_script(FORK, timeout=60)
+    assert rc == 0, (rc, out, err)
+    assert "child exiting" in out and "parent ok" in out, (out, err)
+
+
+def test_keyboard_interrupt_in_a_callback_reaches_client_close(server, unraisable):
+    c = varlog.Client(server.address, append_retries=0)
+    server.delay(APPEND, 120000)  # no answer while the test runs: the close fails the call
+    app = c.appender(1)
+    f = app.append(b"x")
+    ran = []
+
+    def interrupt(_):
+        raise KeyboardInterrupt
+
+    f.add_done_callback(interrupt)
+    f.add_done_callback(lambda _: ran.append("later"))
+    with pytest.raises(KeyboardInterrupt):
+        c.close()
+    assert c.closed and app.closed and ran == ["later"]
+    assert isinstance(f.exception(), varlog.VarlogError)
+    c.close()  # raised once
+    assert unraisable == []
