@@ -708,6 +708,12 @@ void *app_thread_main(void *arg)
                 next = due;
         }
         bool expecting = streams_expecting(app);
+        /* Unless it polls next, it may sleep on wake (below) for as long as no record comes: a
+         * poll of an earlier round took the client's polling role, which goes back to the I/O
+         * thread first (rpc_client.c, the polling rule). Not under mu: no rpc_* is called
+         * with it held. */
+        if (!expecting)
+            rpc_poller_release(app->poller);
         pthread_mutex_lock(&app->mu);
         if (app->stop) {
             pthread_mutex_unlock(&app->mu);

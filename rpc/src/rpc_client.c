@@ -6,12 +6,108 @@
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
-/* Whether the I/O thread should be parked: calls run, but none of them on its queue (see
- * rpc_client.io_calls). With no call at all it polls, idle: nothing else of the client may,
- * and what reaches the connections (a node's close) must be read before the next call. */
+/* THE POLLING RULE. At every moment some thread of the client polls gRPC's poller, or will
+ * within RPC_POLL_LAPSE_MS, so that what reaches any of its connections (a node's close, a
+ * GOAWAY) is read when it comes, whichever calls are open and whether or not anyone consumes
+ * them; before, a call after a node restarted could go on the dead connection.
+ *
+ * gRPC 1.51's poller on Linux is epoll1: one epoll set for every file descriptor of the
+ * process, polled by whichever thread waits in any completion queue (which queue, and its
+ * calls, do not matter). Each poll handles one event and then passes the polling role to
+ * another thread waiting in a queue, if there is one: two threads of ours in there cost a
+ * wake-up per event (issue 25). So exactly one should be in there, and not always the same:
+ *
+ * - A poller's owner (the appender's thread, a subscription's consumer) holds the polling
+ *   role from its first poll of any kind (rpc_poller_poll, _poll_ready), and keeps it while
+ *   it runs the library's loop back to its next poll. The I/O thread parks while a holder
+ *   exists and no call of its own queue runs (io_parks_locked); with a call of its own it
+ *   polls whatever (its completions come nowhere else).
+ * - A holder that leaves for a time nobody knows gives the role up: lapses (rpc_poller_lapse:
+ *   the appender's thread before it sleeps on its condition variable, an iterator's consumer
+ *   as varlog_subscription_next returns to the application) or releases it (rpc_poller_
+ *   release: the handler form's thread as it ends, a poller's destroy). A lapsed holder that
+ *   has not polled again within RPC_POLL_LAPSE_MS stops holding; the parked I/O thread, on a
+ *   timed wait while any holder is lapsed, sees to it, and polls once nobody holds.
+ * - The last holder to release, and the first to lapse while the I/O thread waits untimed,
+ *   wake it (a condition variable); a poller that takes the role while the I/O thread polls
+ *   for nobody kicks it out of its queue to park (one completion).
+ *
+ * So the role changes hands when a holder starts polling after a pause or stops for longer
+ * than the lapse, never per event nor per call of next; an iterator read continuously costs
+ * the I/O thread at most two wake-ups per lapse period. Nothing polls busily: an idle client,
+ * one with an unread subscription or an idle appender, has its I/O thread blocked in
+ * epoll_wait, woken only by what reaches the sockets. What a lapse leaves open: a close that
+ * comes within RPC_POLL_LAPSE_MS after a holder's last poll is read when the lapse ends, not
+ * at once (a call started in that window can still meet the dead connection). */
 static bool io_parks_locked(const rpc_client_t *c)
 {
-    return c->io_calls == 0 && c->n_calls > 0;
+    return c->io_calls == 0 && c->holders > 0;
+}
+
+void rpc_client_hold_polling(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    /* The I/O thread is in its queue (or about to enter it) for nobody: out, to park. */
+    if (c->holders++ == 0 && c->io_calls == 0 && !c->io_parked && !c->io_stop)
+        rpc_kicker_kick(&c->kick);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_release_polling(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->holders == 0 && c->io_parked)
+        pthread_cond_signal(&c->io_wake);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_lapse_noted(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->io_parked && !c->io_timed)
+        pthread_cond_signal(&c->io_wake); /* to start the lapse's clock */
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_poller_add(rpc_client_t *c, rpc_poller_t *p)
+{
+    pthread_mutex_lock(&c->mu);
+    p->next_of_client = c->pollers;
+    c->pollers = p;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_poller_remove(rpc_client_t *c, rpc_poller_t *p)
+{
+    pthread_mutex_lock(&c->mu);
+    for (rpc_poller_t **q = &c->pollers; *q; q = &(*q)->next_of_client) {
+        if (*q == p) {
+            *q = p->next_of_client;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Lapsed holders whose lapse ran out stop holding; returns when the next one runs out
+ * (INT64_MAX: none is lapsed). Called with c->mu held, by the parked I/O thread. */
+static int64_t expire_lapses_locked(rpc_client_t *c)
+{
+    int64_t now = wire_now_ms(), next = INT64_MAX;
+    for (rpc_poller_t *p = c->pollers; p; p = p->next_of_client) {
+        int h = atomic_load_explicit(&p->hold, memory_order_acquire);
+        if (h != RPC_HOLD_LAPSED)
+            continue;
+        int64_t ends =
+            atomic_load_explicit(&p->lapsed_ms, memory_order_relaxed) + RPC_POLL_LAPSE_MS;
+        if (ends > now) {
+            if (ends < next)
+                next = ends;
+        } else if (atomic_compare_exchange_strong(&p->hold, &h, RPC_HOLD_NONE)) {
+            c->holders--; /* its owner, back, takes the role anew */
+        }
+    }
+    return next;
 }
 
 static void *io_thread_main(void *arg)
@@ -20,14 +116,27 @@ static void *io_thread_main(void *arg)
     /* Named here too: the creator names it only once pthread_create returned. */
     pthread_setname_np(pthread_self(), "varlog-io");
     for (;;) {
-        /* A call of another queue starting while it polls, or the last call of its own queue
-         * ending on another thread while such calls run, kicks the queue so that it parks. */
+        /* THE POLLING RULE (above). A holder taking the role while it polls, or the last call
+         * of its own queue ending on another thread while a holder exists, kicks the queue so
+         * that it parks. */
         pthread_mutex_lock(&c->mu);
         while (io_parks_locked(c) && !c->io_stop) {
+            int64_t until = expire_lapses_locked(c);
+            if (!io_parks_locked(c))
+                break;
             c->io_parked = true;
-            pthread_cond_wait(&c->io_wake, &c->mu);
+            c->io_timed = until != INT64_MAX;
+            if (!c->io_timed) {
+                pthread_cond_wait(&c->io_wake, &c->mu);
+            } else {
+                struct timespec ts;
+                int64_t left = until - wire_now_ms();
+                abs_deadline(&ts, left > 0 ? left : 0);
+                pthread_cond_timedwait(&c->io_wake, &c->mu, &ts);
+            }
         }
         c->io_parked = false;
+        c->io_timed = false;
         pthread_mutex_unlock(&c->mu);
         grpc_event ev =
             grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
@@ -100,20 +209,13 @@ varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **o
     pthread_cond_init(&c->calls_drained, NULL);
     wire_cond_init(&c->io_wake);
     c->cq = grpc_completion_queue_create_for_next(NULL);
-    c->look_cq = grpc_completion_queue_create_for_next(NULL);
-    if (!c->cq || !c->look_cq) {
-        if (c->cq)
-            wire_cq_destroy_idle(c->cq);
-        if (c->look_cq)
-            wire_cq_destroy_idle(c->look_cq);
+    if (!c->cq)
         goto fail;
-    }
     bool kicker = rpc_kicker_init(&c->kick, c->cq);
     if (!kicker || pthread_create(&c->io_thread, NULL, io_thread_main, c) != 0) {
         if (kicker)
             rpc_kicker_destroy(&c->kick);
         wire_cq_destroy_idle(c->cq);
-        wire_cq_destroy_idle(c->look_cq);
         goto fail;
     }
     pthread_setname_np(c->io_thread, "varlog-io");
@@ -185,7 +287,6 @@ void rpc_client_destroy(rpc_client_t *c)
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->io_thread, NULL);
     grpc_completion_queue_destroy(c->cq);
-    wire_cq_destroy_idle(c->look_cq);
     pthread_cond_destroy(&c->io_wake);
     pthread_cond_destroy(&c->calls_drained);
     pthread_mutex_destroy(&c->mu);
@@ -201,6 +302,14 @@ size_t rpc_client_live_calls(rpc_client_t *c)
     return n;
 }
 
+size_t rpc_client_polling_holders(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->holders;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 /* Takes entry i out of the table (order is not kept). Called with c->mu held. */
 static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i)
 {
@@ -209,21 +318,6 @@ static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i
     if (c->handed_out == e)
         c->handed_out = NULL;
     return e;
-}
-
-/* While the I/O thread is parked, only pollers' owners poll, and an idle one does not (an
- * appender waiting for records), so what reached the connections may be unread: a node's
- * close, its GOAWAY. A call started then would go on a connection already gone and fail
- * (UNAVAILABLE, its request maybe sent) where a new connection would have served it, and a
- * channel still looks READY. One poll without waiting reads most of that first: epoll1 has
- * one epoll set for every queue, so a queue with no calls serves. Not all: that poll handles
- * one event, and gRPC may finish the transport's work on its executor after it returned.
- * Called with c->mu held; the poll runs gRPC's own handlers only (this client's tags run
- * where their queues are polled). */
-static void read_unread_io_locked(rpc_client_t *c)
-{
-    if (io_parks_locked(c) && !c->closing)
-        (void)grpc_completion_queue_next(c->look_cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
 }
 
 /* A look at e's state for rpc_client_reconnects. Called with c->mu held. */
@@ -247,7 +341,6 @@ uint64_t rpc_client_reconnects(rpc_client_t *c)
     if (!c)
         return 0;
     pthread_mutex_lock(&c->mu);
-    read_unread_io_locked(c);
     for (size_t i = 0; i < c->n_channels; i++)
         channel_observe_locked(c, c->channels[i]);
     uint64_t n = c->reconnects;
@@ -261,7 +354,6 @@ bool rpc_client_target_ready(rpc_client_t *c, const char *target)
         return false;
     bool ready = false;
     pthread_mutex_lock(&c->mu);
-    read_unread_io_locked(c);
     for (size_t i = 0; i < c->n_channels && !c->closing; i++) {
         struct rpc_channel_entry *e = c->channels[i];
         if (strcmp(e->target, target) == 0) {
@@ -279,7 +371,6 @@ grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target)
     c->handed_out = NULL;
     for (size_t i = 0; i < c->n_channels; i++) {
         if (strcmp(c->channels[i]->target, target) == 0) {
-            read_unread_io_locked(c);
             channel_observe_locked(c, c->channels[i]);
             c->handed_out = c->channels[i];
             return c->channels[i]->channel;
@@ -381,11 +472,9 @@ varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
     link->prev = c->calls.prev;
     c->calls.prev->next = link;
     c->calls.prev = link;
-    bool first = c->n_calls++ == 0;
+    c->n_calls++;
     if (!link->polled && c->io_calls++ == 0 && c->io_parked)
-        pthread_cond_signal(&c->io_wake);
-    else if (link->polled && first)
-        rpc_kicker_kick(&c->kick); /* it polls for an idle client: out, to park */
+        pthread_cond_signal(&c->io_wake); /* a call of its own: it polls (the polling rule) */
     link->chan = c->handed_out;
     c->handed_out = NULL;
     if (link->chan)
@@ -393,15 +482,11 @@ varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
     return VARLOG_OK;
 }
 
-/* One call fewer: the last wakes a destroy waiting for the list to drain, and the I/O
- * thread, parked while only other queues' calls ran, to poll for the idle client. */
+/* One call fewer: the last wakes a destroy waiting for the list to drain. */
 static void call_count_drop_locked(rpc_client_t *c)
 {
-    if (--c->n_calls > 0)
-        return;
-    pthread_cond_broadcast(&c->calls_drained);
-    if (c->io_parked)
-        pthread_cond_signal(&c->io_wake);
+    if (--c->n_calls == 0)
+        pthread_cond_broadcast(&c->calls_drained);
 }
 
 void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
@@ -413,10 +498,10 @@ void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
     link->next = link->prev = link;
     struct rpc_channel_entry *e = link->chan;
     link->chan = NULL;
-    /* The I/O thread parks once it comes back from the queue while other queues' calls run;
-     * from another thread, the last call's end must make it come back (a kick is one
-     * completion, cheap and rare). With no call left it goes on polling. */
-    if (!link->polled && --c->io_calls == 0 && c->n_calls > 1 &&
+    /* The polling rule: with a holder, the I/O thread parks once it comes back from its
+     * queue after its last call; from another thread, that call's end must make it come
+     * back (a kick is one completion, cheap and rare). With no holder it goes on polling. */
+    if (!link->polled && --c->io_calls == 0 && c->holders > 0 &&
         !pthread_equal(pthread_self(), c->io_thread))
         rpc_kicker_kick(&c->kick);
     if (e && !e->doomed)

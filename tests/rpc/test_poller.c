@@ -38,7 +38,7 @@ static int setup(void **state)
     assert_non_null(f);
     assert_int_equal(svc_start(&f->svc, 0), VARLOG_OK);
     assert_int_equal(rpc_client_new(&f->client), VARLOG_OK);
-    assert_int_equal(rpc_poller_new(&f->poller), VARLOG_OK);
+    assert_int_equal(rpc_poller_new(f->client, &f->poller), VARLOG_OK);
     rpc_poller_own(f->poller);
     f->owner = pthread_self();
     *state = f;
