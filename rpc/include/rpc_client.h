@@ -215,6 +215,11 @@ rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms);
  * client's lock; kicks the I/O thread out of its queue when it polled for nobody. */
 void rpc_poller_hold(rpc_poller_t *p);
 
+/* How long a holder that lapsed keeps the role (rpc_client.c, the polling rule): the longest
+ * a close may then wait to be read, and the I/O thread wakes at most twice per period for a
+ * holder that keeps coming and going. */
+#define RPC_POLL_LAPSE_MS 50
+
 /* Owner only: leaves the role for now. It keeps it for RPC_POLL_LAPSE_MS (50 ms) and loses
  * it unless it polls again by then; the I/O thread then polls in its place. Cheap: no
  * system call unless the I/O thread must start timing the lapse. Accepts NULL. */

@@ -89,21 +89,25 @@ void rpc_client_poller_remove(rpc_client_t *c, rpc_poller_t *p)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Lapsed holders whose lapse ran out stop holding; returns when the next one runs out
- * (INT64_MAX: none is lapsed). Called with c->mu held, by the parked I/O thread. */
+/* Lapsed holders whose lapse ran out stop holding. Returns when to look again: the end of
+ * the soonest lapse that began less than RPC_POLL_LAPSE_MS ago, whether its holder is still
+ * away or came back (one that comes and goes lapses again soon: timing it on needs no signal
+ * at its next lapse); INT64_MAX when there is none. Called with c->mu held, by the parked
+ * I/O thread. */
 static int64_t expire_lapses_locked(rpc_client_t *c)
 {
     int64_t now = wire_now_ms(), next = INT64_MAX;
     for (rpc_poller_t *p = c->pollers; p; p = p->next_of_client) {
         int h = atomic_load_explicit(&p->hold, memory_order_acquire);
-        if (h != RPC_HOLD_LAPSED)
+        if (h == RPC_HOLD_NONE)
             continue;
-        int64_t ends =
-            atomic_load_explicit(&p->lapsed_ms, memory_order_relaxed) + RPC_POLL_LAPSE_MS;
+        int64_t ends = atomic_load_explicit(&p->lapsed_ms, memory_order_relaxed) +
+                       RPC_POLL_LAPSE_MS;
         if (ends > now) {
             if (ends < next)
                 next = ends;
-        } else if (atomic_compare_exchange_strong(&p->hold, &h, RPC_HOLD_NONE)) {
+        } else if (h == RPC_HOLD_LAPSED &&
+                   atomic_compare_exchange_strong(&p->hold, &h, RPC_HOLD_NONE)) {
             c->holders--; /* its owner, back, takes the role anew */
         }
     }

@@ -82,11 +82,6 @@ typedef enum {
     RPC_HOLD_LAPSED, /* it left at lapsed_ms, and holds until RPC_POLL_LAPSE_MS later */
 } rpc_hold_t;
 
-/* How long a holder that lapsed keeps the role (rpc_client.c, the polling rule): the longest
- * a close may then wait to be read, and the I/O thread wakes at most twice per period for a
- * holder that keeps coming and going. */
-#define RPC_POLL_LAPSE_MS 50
-
 /* The polling rule's book-keeping (rpc_client.c): a poller's owner takes the role (kicking
  * the I/O thread out of its queue), gives it up, or lapses (waking the I/O thread to time
  * the lapse); a client lists its pollers, whose lapses its I/O thread times. */
