@@ -101,8 +101,8 @@ static int64_t expire_lapses_locked(rpc_client_t *c)
         int h = atomic_load_explicit(&p->hold, memory_order_acquire);
         if (h == RPC_HOLD_NONE)
             continue;
-        int64_t ends = atomic_load_explicit(&p->lapsed_ms, memory_order_relaxed) +
-                       RPC_POLL_LAPSE_MS;
+        int64_t ends =
+            atomic_load_explicit(&p->lapsed_ms, memory_order_relaxed) + RPC_POLL_LAPSE_MS;
         if (ends > now) {
             if (ends < next)
                 next = ends;
