@@ -55,6 +55,11 @@ void rpc_client_shutdown(rpc_client_t *c);
 /* Calls currently known to the client (unary and streams not yet finished). */
 size_t rpc_client_live_calls(rpc_client_t *c);
 
+/* The I/O thread's kernel thread id, for tests that read its counters in /proc (threads
+ * gRPC starts from it inherit its name, varlog-io, so the name alone does not single it
+ * out). Waits for the thread to have started. */
+long rpc_client_io_tid(rpc_client_t *c);
+
 /* Pollers' owners holding the client's polling role now, held or lapsed (rpc_client.c, the
  * polling rule); 0: the I/O thread polls. For tests. */
 size_t rpc_client_polling_holders(rpc_client_t *c);

@@ -3,6 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
@@ -63,6 +67,12 @@ void rpc_client_release_polling(rpc_client_t *c)
 
 void rpc_client_lapse_noted(rpc_client_t *c)
 {
+    /* Usually the I/O thread is timing lapses already, or not parked: then nothing to do,
+     * and no lock taken per return of next. io_untimed is set before the thread looks at
+     * the holders and the lapse stored before it is read here (both sequentially
+     * consistent): either the thread saw this lapse, or this sees the flag. */
+    if (!atomic_load(&c->io_untimed))
+        return;
     pthread_mutex_lock(&c->mu);
     if (c->io_parked && !c->io_timed)
         pthread_cond_signal(&c->io_wake); /* to start the lapse's clock */
@@ -98,7 +108,7 @@ static int64_t expire_lapses_locked(rpc_client_t *c)
 {
     int64_t now = wire_now_ms(), next = INT64_MAX;
     for (rpc_poller_t *p = c->pollers; p; p = p->next_of_client) {
-        int h = atomic_load_explicit(&p->hold, memory_order_acquire);
+        int h = atomic_load(&p->hold);
         if (h == RPC_HOLD_NONE)
             continue;
         int64_t ends =
@@ -119,17 +129,21 @@ static void *io_thread_main(void *arg)
     rpc_client_t *c = arg;
     /* Named here too: the creator names it only once pthread_create returned. */
     pthread_setname_np(pthread_self(), "varlog-io");
+    atomic_store(&c->io_tid, (long)syscall(SYS_gettid));
     for (;;) {
         /* THE POLLING RULE (above). A holder taking the role while it polls, or the last call
          * of its own queue ending on another thread while a holder exists, kicks the queue so
          * that it parks. */
         pthread_mutex_lock(&c->mu);
         while (io_parks_locked(c) && !c->io_stop) {
+            atomic_store(&c->io_untimed, true); /* before it looks: rpc_client_lapse_noted */
             int64_t until = expire_lapses_locked(c);
             if (!io_parks_locked(c))
                 break;
             c->io_parked = true;
             c->io_timed = until != INT64_MAX;
+            if (c->io_timed)
+                atomic_store(&c->io_untimed, false);
             if (!c->io_timed) {
                 pthread_cond_wait(&c->io_wake, &c->mu);
             } else {
@@ -141,6 +155,7 @@ static void *io_thread_main(void *arg)
         }
         c->io_parked = false;
         c->io_timed = false;
+        atomic_store(&c->io_untimed, false);
         pthread_mutex_unlock(&c->mu);
         grpc_event ev =
             grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
@@ -304,6 +319,14 @@ size_t rpc_client_live_calls(rpc_client_t *c)
     size_t n = c->n_calls;
     pthread_mutex_unlock(&c->mu);
     return n;
+}
+
+long rpc_client_io_tid(rpc_client_t *c)
+{
+    long tid;
+    while ((tid = atomic_load(&c->io_tid)) == 0)
+        sched_yield(); /* the thread publishes it first thing */
+    return tid;
 }
 
 size_t rpc_client_polling_holders(rpc_client_t *c)

@@ -118,6 +118,8 @@ struct rpc_client {
     size_t holders;
     rpc_poller_t *pollers;
     bool io_parked, io_timed, io_stop;
+    atomic_bool io_untimed; /* parked, or about to be, without timing a lapse */
+    atomic_long io_tid;     /* rpc_client_io_tid */
     pthread_cond_t io_wake;
 };
 

@@ -146,7 +146,7 @@ void rpc_poller_lapse(rpc_poller_t *p)
     if (!p || atomic_load_explicit(&p->hold, memory_order_relaxed) != RPC_HOLD_HELD)
         return;
     atomic_store_explicit(&p->lapsed_ms, wire_now_ms(), memory_order_relaxed);
-    atomic_store_explicit(&p->hold, RPC_HOLD_LAPSED, memory_order_release);
+    atomic_store(&p->hold, RPC_HOLD_LAPSED); /* before the look at io_untimed */
     rpc_client_lapse_noted(p->client);
 }
 
