@@ -11,38 +11,44 @@
 #include <grpc/support/alloc.h>
 
 /* THE POLLING RULE. At every moment some thread of the client polls gRPC's poller, or will
- * within RPC_POLL_LAPSE_MS, so that what reaches any of its connections (a node's close, a
- * GOAWAY) is read when it comes, whichever calls are open and whether or not anyone consumes
- * them; before, a call after a node restarted could go on the dead connection.
+ * within RPC_POLL_LAPSE_MS of an iterator's return to its caller, so that what reaches any
+ * of its connections (a node's close, a GOAWAY) is read when it comes, whichever calls are
+ * open and whether or not anyone consumes them. Unread, a close leaves the channel READY and
+ * the next call goes on the dead connection (UNAVAILABLE, an append MAYBE_APPENDED).
  *
  * gRPC 1.51's poller on Linux is epoll1: one epoll set for every file descriptor of the
  * process, polled by whichever thread waits in any completion queue (which queue, and its
  * calls, do not matter). Each poll handles one event and then passes the polling role to
  * another thread waiting in a queue, if there is one: two threads of ours in there cost a
- * wake-up per event (issue 25). So exactly one should be in there, and not always the same:
+ * wake-up per event (issue 25). So one of ours should be in there, chosen so:
  *
- * - A poller's owner (the appender's thread, a subscription's consumer) holds the polling
- *   role from its first poll of any kind (rpc_poller_poll, _poll_ready), and keeps it while
- *   it runs the library's loop back to its next poll. The I/O thread parks while a holder
- *   exists and no call of its own queue runs (io_parks_locked); with a call of its own it
- *   polls whatever (its completions come nowhere else).
- * - A holder that leaves for a time nobody knows gives the role up: lapses (rpc_poller_lapse:
- *   the appender's thread before it sleeps on its condition variable, an iterator's consumer
- *   as varlog_subscription_next returns to the application) or releases it (rpc_poller_
- *   release: the handler form's thread as it ends, a poller's destroy). A lapsed holder that
- *   has not polled again within RPC_POLL_LAPSE_MS stops holding; the parked I/O thread, on a
- *   timed wait while any holder is lapsed, sees to it, and polls once nobody holds.
+ * - A poller's owner holds the polling role (rpc_poller_hold) from a poll that may wait, a
+ *   consumer's rpc_poller_poll_ready, or the subscribe call (on behalf of the consumer),
+ *   and keeps it while it runs the library's loop back to its poll (the callbacks and
+ *   handlers it delivers included). A poll that does not wait takes nothing. The I/O thread
+ *   parks while a holder exists and no call of its own queue runs (io_parks_locked); with a
+ *   call of its own it polls whatever (its completions come nowhere else), and with no
+ *   holder it polls for the whole client, idle or not.
+ * - A holder that leaves gives the role up. The appender's thread releases it before it
+ *   sleeps on its condition variable, the handler form's thread as it ends, a poller's
+ *   destroy for good (rpc_poller_release: at once). An iterator's consumer lapses as
+ *   varlog_subscription_next or the subscribe call returns to the application
+ *   (rpc_poller_lapse): it keeps the role for RPC_POLL_LAPSE_MS and loses it unless it
+ *   polls again by then; the parked I/O thread, on a timed wait while a lapse is younger
+ *   than that, ends it and polls. A lapse, not a release, because the application calls
+ *   next once per entry: a hand-over there cost the I/O thread some 400 wake-ups per 2000
+ *   entries (test_subscribe_poll), a lapse at most two per RPC_POLL_LAPSE_MS.
  * - The last holder to release, and the first to lapse while the I/O thread waits untimed,
- *   wake it (a condition variable); a poller that takes the role while the I/O thread polls
+ *   wake it (a condition variable); an owner that takes the role while the I/O thread polls
  *   for nobody kicks it out of its queue to park (one completion).
  *
- * So the role changes hands when a holder starts polling after a pause or stops for longer
- * than the lapse, never per event nor per call of next; an iterator read continuously costs
- * the I/O thread at most two wake-ups per lapse period. Nothing polls busily: an idle client,
- * one with an unread subscription or an idle appender, has its I/O thread blocked in
- * epoll_wait, woken only by what reaches the sockets. What a lapse leaves open: a close that
- * comes within RPC_POLL_LAPSE_MS after a holder's last poll is read when the lapse ends, not
- * at once (a call started in that window can still meet the dead connection). */
+ * So the role changes hands when a holder starts or stops, never per event. Nothing polls
+ * busily: an idle client, or one with an unread subscription or an idle appender, has its
+ * I/O thread blocked in epoll_wait, woken only by what reaches the sockets. What the lapse
+ * leaves open: a close that comes within RPC_POLL_LAPSE_MS after an iterator's last return
+ * is read when the lapse ends, not at once, so a call started in that window can still meet
+ * the dead connection; and a subscription handler or an appender callback that blocks keeps
+ * a role it does not use until it returns. */
 static bool io_parks_locked(const rpc_client_t *c)
 {
     return c->io_calls == 0 && c->holders > 0;
