@@ -230,6 +230,9 @@ void rpc_poller_hold(rpc_poller_t *p);
  * system call unless the I/O thread must start timing the lapse. Accepts NULL. */
 void rpc_poller_lapse(rpc_poller_t *p);
 
+/* Owner only: whether it holds the polling role (held or lapsed). */
+bool rpc_poller_holding(const rpc_poller_t *p);
+
 /* Gives the role up at once (nothing if not held); the I/O thread polls unless another
  * owner holds it. Does not block beyond the client's lock. Accepts NULL. */
 void rpc_poller_release(rpc_poller_t *p);

@@ -141,6 +141,11 @@ void rpc_poller_release(rpc_poller_t *p)
         rpc_client_release_polling(p->client);
 }
 
+bool rpc_poller_holding(const rpc_poller_t *p)
+{
+    return atomic_load_explicit(&p->hold, memory_order_relaxed) != RPC_HOLD_NONE;
+}
+
 void rpc_poller_lapse(rpc_poller_t *p)
 {
     if (!p || atomic_load_explicit(&p->hold, memory_order_relaxed) != RPC_HOLD_HELD)
