@@ -203,8 +203,9 @@ static void test_released_streams_finish_in_destroy(void **state)
     assert_true(test_wait_until(svc_calls_done, &f->svc, 10000));
 }
 
-/* Round trips one at a time on a poller's stream: the client's I/O thread, with no call of
- * its own, stays parked instead of taking gRPC's polling role and a wake-up per event. */
+/* Round trips one at a time on a poller's stream: its owner polled and holds the polling
+ * role, so the client's I/O thread, with no call of its own, stays parked instead of polling
+ * beside it and taking a wake-up per event (when it never parked: 351 in 200 round trips). */
 static void test_io_thread_parked_while_only_pollers_run(void **state)
 {
     struct fixture *f = *state;
