@@ -312,7 +312,7 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
         return errtext_set(VARLOG_ERR_NOMEM,
                            "appender: out of memory for %zu batch slots of %zu bytes", extra,
                            app->slot_cap);
-    if (rpc_poller_new(&app->poller) != VARLOG_OK)
+    if (rpc_poller_new(c->rpc, &app->poller) != VARLOG_OK)
         return errtext_set(VARLOG_ERR_INTERNAL, "appender: could not create a completion queue");
     /* One result object per run of callbacks: a few cover the thread (and a spare). */
     if (vq_objpool_create(4, sizeof(varlog_append_result_t), 1, &app->results) != VQ_OK)

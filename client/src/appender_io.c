@@ -742,6 +742,18 @@ void *app_thread_main(void *arg)
                     ;
                 pthread_mutex_lock(&app->mu);
                 app->in_poll = false;
+            } else if (rpc_poller_holding(app->poller)) {
+                /* It would sleep on wake, for as long as no record comes, holding the client's
+                 * polling role from a poll of an earlier round: it gives the role back first
+                 * (rpc_client.c, the polling rule), with mu released (no rpc_* is called under
+                 * it) and marked busy meanwhile, so that a waker leaves the news to its next
+                 * look; the next round sleeps, unless something came. Only when it goes to
+                 * sleep: releasing whenever nothing was on its way cost a hand-over per append
+                 * at depth 1 (bench_append, 20-26 -> 41-72 cpu-us/record). */
+                app->thread_idle = false;
+                pthread_mutex_unlock(&app->mu);
+                rpc_poller_release(app->poller);
+                pthread_mutex_lock(&app->mu);
             } else {
                 struct timespec until;
                 abs_deadline(&until, next - now);

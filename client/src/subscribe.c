@@ -205,6 +205,9 @@ static void *sub_thread(void *arg)
         }
         break;
     }
+    /* It polls no more: the client's polling role goes back (rpc_client.c, the polling rule);
+     * the poller stays until sub_streams_done. */
+    rpc_poller_release(sub->poller);
     /* Closed from a handler and not shut down by the client's destroy meanwhile: the thread
      * shuts it down, then waits to be joined (subscriptions_reap, or the client's destroy),
      * leaving its reference to the joiner. */
@@ -288,10 +291,16 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     /* Its own poller while the client has fewer than subscribe.self.receive.max; without
      * one (the limit, or gRPC refused a queue) gRPC's I/O thread receives for it. */
     if (atomic_fetch_add(&c->self_receiving, 1) >= c->conf->subscribe_self_receive_max ||
-        rpc_poller_new(&sub->poller) != VARLOG_OK) {
+        rpc_poller_new(c->rpc, &sub->poller) != VARLOG_OK) {
         sub->poller = NULL;
         atomic_fetch_sub(&c->self_receiving, 1);
     }
+    /* The consumer takes the client's polling role before the streams bring anything, so that
+     * the I/O thread does not read their first messages beside it (rpc_client.c, the polling
+     * rule): the handler form's thread polls from its start for as long as it runs; in the
+     * iterator form the role lapses as this call returns, for the caller's first next. */
+    if (sub->poller)
+        rpc_poller_hold(sub->poller);
     md_view_t *view = md_current(c);
     err = sub_add_log_streams(sub, view);
     md_view_unref(view);
@@ -317,6 +326,8 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
                            err == VARLOG_ERR_INTERNAL ? "could not start its thread"
                                                       : varlog_err_str(err));
     }
+    if (!rq->handlers)
+        rpc_poller_lapse(sub->poller); /* before a close can come: the caller's from here */
     /* Linked after the thread started: the client's destroy joins what it finds. */
     pthread_mutex_lock(&c->mu);
     sub->next_open = c->subscriptions;
@@ -439,6 +450,11 @@ varlog_err_t varlog_subscription_next(varlog_subscription_t *sub, int64_t timeou
     /* Inside the call (in_next held): a close from another thread waits for the observer. */
     if (err == VARLOG_OK && sub->timing)
         sub_stages_note(sub, entry, stats_now_ns(), -1);
+    /* The caller may not come back for a long time (an iterator left unread): a poll of this
+     * call took the client's polling role, which lapses and goes back to the I/O thread unless
+     * the next call polls soon (rpc_client.c, the polling rule). Still inside the call: the
+     * poller cannot go meanwhile. */
+    rpc_poller_lapse(sub->poller);
     pthread_mutex_lock(&sub->mu);
     if (--sub->in_next == 0)
         pthread_cond_broadcast(&sub->idle);

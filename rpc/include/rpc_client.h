@@ -19,7 +19,9 @@
  * A stream may instead be completed by a thread of the caller's (rpc_poller_t, below): its
  * completions, notify hook included, then run inside that thread's rpc_poller_poll, so that a
  * thread which consumes answers and sends the next requests needs no hand-off through the
- * I/O thread. The I/O thread polls only while calls of its own run.
+ * I/O thread. At every moment some thread of the client polls gRPC's poller, which reads
+ * every connection of the process: the I/O thread, unless a poller's owner holds the
+ * polling role and no call of the I/O thread's own runs (rpc_client.c, "the polling rule").
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,6 +54,15 @@ void rpc_client_shutdown(rpc_client_t *c);
 
 /* Calls currently known to the client (unary and streams not yet finished). */
 size_t rpc_client_live_calls(rpc_client_t *c);
+
+/* The I/O thread's kernel thread id, for tests that read its counters in /proc (threads
+ * gRPC starts from it inherit its name, varlog-io, so the name alone does not single it
+ * out). Waits for the thread to have started. */
+long rpc_client_io_tid(rpc_client_t *c);
+
+/* Pollers' owners holding the client's polling role now, held or lapsed (rpc_client.c, the
+ * polling rule); 0: the I/O thread polls. For tests. */
+size_t rpc_client_polling_holders(rpc_client_t *c);
 
 /* A blocking unary call on the caller's thread. req is borrowed; on VARLOG_OK *resp is a new
  * message of resp_desc owned by the caller (free with protobuf_c_message_free_unpacked).
@@ -181,8 +192,10 @@ void rpc_stream_destroy(rpc_stream_t *s);
  * their notify hooks included, inside the owner's rpc_poller_poll, and the owner's blocking
  * calls on them (rpc_stream_recv* with a timeout, rpc_stream_sent) poll instead of waiting.
  * Other threads may still use those streams as any other (send, cancel, destroy, recv
- * without waiting); a wait of theirs ends when the owner polls. Errors: NOMEM, INTERNAL. */
-varlog_err_t rpc_poller_new(rpc_poller_t **out);
+ * without waiting); a wait of theirs ends when the owner polls. The poller belongs to c,
+ * whose streams it completes, and must be destroyed before c. Errors: INVALID_ARG, NOMEM,
+ * INTERNAL. */
+varlog_err_t rpc_poller_new(rpc_client_t *c, rpc_poller_t **out);
 
 /* The calling thread becomes p's owner, the one thread that calls rpc_poller_poll. */
 void rpc_poller_own(rpc_poller_t *p);
@@ -194,13 +207,40 @@ typedef enum {
 } rpc_poll_t;
 
 /* Owner only: waits until deadline_ms (wire_now_ms clock; INT64_MAX = none) for one
- * completion and runs it, or for a kick. */
+ * completion and runs it, or for a kick. Takes the client's polling role (rpc_client.c, the
+ * polling rule: some thread of the client always polls gRPC's poller, which reads every
+ * connection of the process), as rpc_poller_hold. */
 rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms);
+
+/* The owner (or a thread starting it, on its behalf) takes the client's polling role: the
+ * I/O thread parks unless calls of its own run, and the owner must poll promptly and keep
+ * coming back to its poll until it gives the role up, with rpc_poller_lapse before it leaves
+ * for a time nobody knows (a sleep on a condition variable, a return to the application),
+ * or with rpc_poller_release for good. Every poll takes it. Does not block beyond the
+ * client's lock; kicks the I/O thread out of its queue when it polled for nobody. */
+void rpc_poller_hold(rpc_poller_t *p);
+
+/* How long a holder that lapsed keeps the role (rpc_client.c, the polling rule): the longest
+ * a close may then wait to be read, and the I/O thread wakes at most twice per period for a
+ * holder that keeps coming and going. */
+#define RPC_POLL_LAPSE_MS 50
+
+/* Owner only: leaves the role for now. It keeps it for RPC_POLL_LAPSE_MS (50 ms) and loses
+ * it unless it polls again by then; the I/O thread then polls in its place. Cheap: no
+ * system call unless the I/O thread must start timing the lapse. Accepts NULL. */
+void rpc_poller_lapse(rpc_poller_t *p);
+
+/* Owner only: whether it holds the polling role (held or lapsed). */
+bool rpc_poller_holding(const rpc_poller_t *p);
+
+/* Gives the role up at once (nothing if not held); the I/O thread polls unless another
+ * owner holds it. Does not block beyond the client's lock. Accepts NULL. */
+void rpc_poller_release(rpc_poller_t *p);
 
 /* Owner only: runs one completion that is already queued, or that gRPC finds ready on its
  * sockets without waiting (one non-blocking look), and returns RPC_POLL_RAN (KICKED for a
  * kick); RPC_POLL_TIMEOUT when there is none. Reads no clock of ours: a consumer taking
- * messages that stream in calls it per message. */
+ * messages that stream in calls it per message. Takes the polling role, as rpc_poller_poll. */
 rpc_poll_t rpc_poller_poll_ready(rpc_poller_t *p);
 
 /* Makes the owner's current rpc_poller_poll return (or its next one, at once). Any thread;
@@ -214,7 +254,8 @@ size_t rpc_poller_live(rpc_poller_t *p);
 
 /* Owner only (or any thread once the owner stopped polling for good): polls until every
  * stream opened on p finished (the caller cancelled or destroyed them; cancellation
- * completes promptly), then shuts the queue down and frees p. Accepts NULL. */
+ * completes promptly), then shuts the queue down, gives up the polling role and frees p.
+ * Accepts NULL. */
 void rpc_poller_destroy(rpc_poller_t *p);
 
 /* ---- channel policy (used by the client core and tests) ---------------------------------- */
@@ -254,12 +295,12 @@ size_t rpc_client_channel_count(rpc_client_t *c);
  * NULL. */
 uint64_t rpc_client_reconnects(rpc_client_t *c);
 
-/* Whether the cached channel to target is connected (READY) now; false when there is none
- * or the client is closing. What reached the client's connections unread (a server's close)
- * is read first, as before every call. Only looks: it starts no connection. Does not block
- * beyond the client's lock and one poll that does not wait. A subscription asks it to tell
- * a stream that waits quietly on a live connection from one still connecting to a node that
- * does not answer. */
+/* Whether the cached channel to target is connected (READY) as gRPC last saw it; false when
+ * there is none or the client is closing. Some thread of the client always polls (the
+ * polling rule), so a server's close is seen as soon as gRPC has read it. Only looks: it
+ * starts no connection. Does not block beyond the client's lock. A subscription asks it to
+ * tell a stream that waits quietly on a live connection from one still connecting to a node
+ * that does not answer. */
 bool rpc_client_target_ready(rpc_client_t *c, const char *target);
 
 #endif

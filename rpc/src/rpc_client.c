@@ -3,15 +3,131 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <grpc/grpc_security.h>
 #include <grpc/support/alloc.h>
 
-/* Whether the I/O thread should be parked: calls run, but none of them on its queue (see
- * rpc_client.io_calls). With no call at all it polls, idle: nothing else of the client may,
- * and what reaches the connections (a node's close) must be read before the next call. */
+/* THE POLLING RULE. At every moment some thread of the client polls gRPC's poller, or will
+ * within RPC_POLL_LAPSE_MS of an iterator's return to its caller, so that what reaches any
+ * of its connections (a node's close, a GOAWAY) is read when it comes, whichever calls are
+ * open and whether or not anyone consumes them. Unread, a close leaves the channel READY and
+ * the next call goes on the dead connection (UNAVAILABLE, an append MAYBE_APPENDED).
+ *
+ * gRPC 1.51's poller on Linux is epoll1: one epoll set for every file descriptor of the
+ * process, polled by whichever thread waits in any completion queue (which queue, and its
+ * calls, do not matter). Each poll handles one event and then passes the polling role to
+ * another thread waiting in a queue, if there is one: two threads of ours in there cost a
+ * wake-up per event (issue 25). So one of ours should be in there, chosen so:
+ *
+ * - A poller's owner holds the polling role (rpc_poller_hold) from a poll that may wait, a
+ *   consumer's rpc_poller_poll_ready, or the subscribe call (on behalf of the consumer),
+ *   and keeps it while it runs the library's loop back to its poll (the callbacks and
+ *   handlers it delivers included). A poll that does not wait takes nothing. The I/O thread
+ *   parks while a holder exists and no call of its own queue runs (io_parks_locked); with a
+ *   call of its own it polls whatever (its completions come nowhere else), and with no
+ *   holder it polls for the whole client, idle or not.
+ * - A holder that leaves gives the role up. The appender's thread releases it before it
+ *   sleeps on its condition variable, the handler form's thread as it ends, a poller's
+ *   destroy for good (rpc_poller_release: at once). An iterator's consumer lapses as
+ *   varlog_subscription_next or the subscribe call returns to the application
+ *   (rpc_poller_lapse): it keeps the role for RPC_POLL_LAPSE_MS and loses it unless it
+ *   polls again by then; the parked I/O thread, on a timed wait while a lapse is younger
+ *   than that, ends it and polls. A lapse, not a release, because the application calls
+ *   next once per entry: a hand-over there cost the I/O thread some 400 wake-ups per 2000
+ *   entries (test_subscribe_poll), a lapse at most two per RPC_POLL_LAPSE_MS.
+ * - The last holder to release, and the first to lapse while the I/O thread waits untimed,
+ *   wake it (a condition variable); an owner that takes the role while the I/O thread polls
+ *   for nobody kicks it out of its queue to park (one completion).
+ *
+ * So the role changes hands when a holder starts or stops, never per event. Nothing polls
+ * busily: an idle client, or one with an unread subscription or an idle appender, has its
+ * I/O thread blocked in epoll_wait, woken only by what reaches the sockets. What the lapse
+ * leaves open: a close that comes within RPC_POLL_LAPSE_MS after an iterator's last return
+ * is read when the lapse ends, not at once, so a call started in that window can still meet
+ * the dead connection; and a subscription handler or an appender callback that blocks keeps
+ * a role it does not use until it returns. */
 static bool io_parks_locked(const rpc_client_t *c)
 {
-    return c->io_calls == 0 && c->n_calls > 0;
+    return c->io_calls == 0 && c->holders > 0;
+}
+
+void rpc_client_hold_polling(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    /* The I/O thread is in its queue (or about to enter it) for nobody: out, to park. */
+    if (c->holders++ == 0 && c->io_calls == 0 && !c->io_parked && !c->io_stop)
+        rpc_kicker_kick(&c->kick);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_release_polling(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->holders == 0 && c->io_parked)
+        pthread_cond_signal(&c->io_wake);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_lapse_noted(rpc_client_t *c)
+{
+    /* Usually the I/O thread is timing lapses already, or not parked: then nothing to do,
+     * and no lock taken per return of next. io_untimed is set before the thread looks at
+     * the holders and the lapse stored before it is read here (both sequentially
+     * consistent): either the thread saw this lapse, or this sees the flag. */
+    if (!atomic_load(&c->io_untimed))
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (c->io_parked && !c->io_timed)
+        pthread_cond_signal(&c->io_wake); /* to start the lapse's clock */
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_poller_add(rpc_client_t *c, rpc_poller_t *p)
+{
+    pthread_mutex_lock(&c->mu);
+    p->next_of_client = c->pollers;
+    c->pollers = p;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void rpc_client_poller_remove(rpc_client_t *c, rpc_poller_t *p)
+{
+    pthread_mutex_lock(&c->mu);
+    for (rpc_poller_t **q = &c->pollers; *q; q = &(*q)->next_of_client) {
+        if (*q == p) {
+            *q = p->next_of_client;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Lapsed holders whose lapse ran out stop holding. Returns when to look again: the end of
+ * the soonest lapse that began less than RPC_POLL_LAPSE_MS ago, whether its holder is still
+ * away or came back (one that comes and goes lapses again soon: timing it on needs no signal
+ * at its next lapse); INT64_MAX when there is none. Called with c->mu held, by the parked
+ * I/O thread. */
+static int64_t expire_lapses_locked(rpc_client_t *c)
+{
+    int64_t now = wire_now_ms(), next = INT64_MAX;
+    for (rpc_poller_t *p = c->pollers; p; p = p->next_of_client) {
+        int h = atomic_load(&p->hold);
+        if (h == RPC_HOLD_NONE)
+            continue;
+        int64_t ends =
+            atomic_load_explicit(&p->lapsed_ms, memory_order_relaxed) + RPC_POLL_LAPSE_MS;
+        if (ends > now) {
+            if (ends < next)
+                next = ends;
+        } else if (h == RPC_HOLD_LAPSED &&
+                   atomic_compare_exchange_strong(&p->hold, &h, RPC_HOLD_NONE)) {
+            c->holders--; /* its owner, back, takes the role anew */
+        }
+    }
+    return next;
 }
 
 static void *io_thread_main(void *arg)
@@ -19,15 +135,33 @@ static void *io_thread_main(void *arg)
     rpc_client_t *c = arg;
     /* Named here too: the creator names it only once pthread_create returned. */
     pthread_setname_np(pthread_self(), "varlog-io");
+    atomic_store(&c->io_tid, (long)syscall(SYS_gettid));
     for (;;) {
-        /* A call of another queue starting while it polls, or the last call of its own queue
-         * ending on another thread while such calls run, kicks the queue so that it parks. */
+        /* THE POLLING RULE (above). A holder taking the role while it polls, or the last call
+         * of its own queue ending on another thread while a holder exists, kicks the queue so
+         * that it parks. */
         pthread_mutex_lock(&c->mu);
         while (io_parks_locked(c) && !c->io_stop) {
+            atomic_store(&c->io_untimed, true); /* before it looks: rpc_client_lapse_noted */
+            int64_t until = expire_lapses_locked(c);
+            if (!io_parks_locked(c))
+                break;
             c->io_parked = true;
-            pthread_cond_wait(&c->io_wake, &c->mu);
+            c->io_timed = until != INT64_MAX;
+            if (c->io_timed)
+                atomic_store(&c->io_untimed, false);
+            if (!c->io_timed) {
+                pthread_cond_wait(&c->io_wake, &c->mu);
+            } else {
+                struct timespec ts;
+                int64_t left = until - wire_now_ms();
+                abs_deadline(&ts, left > 0 ? left : 0);
+                pthread_cond_timedwait(&c->io_wake, &c->mu, &ts);
+            }
         }
         c->io_parked = false;
+        c->io_timed = false;
+        atomic_store(&c->io_untimed, false);
         pthread_mutex_unlock(&c->mu);
         grpc_event ev =
             grpc_completion_queue_next(c->cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
@@ -100,20 +234,13 @@ varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **o
     pthread_cond_init(&c->calls_drained, NULL);
     wire_cond_init(&c->io_wake);
     c->cq = grpc_completion_queue_create_for_next(NULL);
-    c->look_cq = grpc_completion_queue_create_for_next(NULL);
-    if (!c->cq || !c->look_cq) {
-        if (c->cq)
-            wire_cq_destroy_idle(c->cq);
-        if (c->look_cq)
-            wire_cq_destroy_idle(c->look_cq);
+    if (!c->cq)
         goto fail;
-    }
     bool kicker = rpc_kicker_init(&c->kick, c->cq);
     if (!kicker || pthread_create(&c->io_thread, NULL, io_thread_main, c) != 0) {
         if (kicker)
             rpc_kicker_destroy(&c->kick);
         wire_cq_destroy_idle(c->cq);
-        wire_cq_destroy_idle(c->look_cq);
         goto fail;
     }
     pthread_setname_np(c->io_thread, "varlog-io");
@@ -185,7 +312,6 @@ void rpc_client_destroy(rpc_client_t *c)
     pthread_mutex_unlock(&c->mu);
     pthread_join(c->io_thread, NULL);
     grpc_completion_queue_destroy(c->cq);
-    wire_cq_destroy_idle(c->look_cq);
     pthread_cond_destroy(&c->io_wake);
     pthread_cond_destroy(&c->calls_drained);
     pthread_mutex_destroy(&c->mu);
@@ -201,6 +327,22 @@ size_t rpc_client_live_calls(rpc_client_t *c)
     return n;
 }
 
+long rpc_client_io_tid(rpc_client_t *c)
+{
+    long tid;
+    while ((tid = atomic_load(&c->io_tid)) == 0)
+        sched_yield(); /* the thread publishes it first thing */
+    return tid;
+}
+
+size_t rpc_client_polling_holders(rpc_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    size_t n = c->holders;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
 /* Takes entry i out of the table (order is not kept). Called with c->mu held. */
 static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i)
 {
@@ -209,21 +351,6 @@ static struct rpc_channel_entry *channel_remove_locked(rpc_client_t *c, size_t i
     if (c->handed_out == e)
         c->handed_out = NULL;
     return e;
-}
-
-/* While the I/O thread is parked, only pollers' owners poll, and an idle one does not (an
- * appender waiting for records), so what reached the connections may be unread: a node's
- * close, its GOAWAY. A call started then would go on a connection already gone and fail
- * (UNAVAILABLE, its request maybe sent) where a new connection would have served it, and a
- * channel still looks READY. One poll without waiting reads most of that first: epoll1 has
- * one epoll set for every queue, so a queue with no calls serves. Not all: that poll handles
- * one event, and gRPC may finish the transport's work on its executor after it returned.
- * Called with c->mu held; the poll runs gRPC's own handlers only (this client's tags run
- * where their queues are polled). */
-static void read_unread_io_locked(rpc_client_t *c)
-{
-    if (io_parks_locked(c) && !c->closing)
-        (void)grpc_completion_queue_next(c->look_cq, gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
 }
 
 /* A look at e's state for rpc_client_reconnects. Called with c->mu held. */
@@ -247,7 +374,6 @@ uint64_t rpc_client_reconnects(rpc_client_t *c)
     if (!c)
         return 0;
     pthread_mutex_lock(&c->mu);
-    read_unread_io_locked(c);
     for (size_t i = 0; i < c->n_channels; i++)
         channel_observe_locked(c, c->channels[i]);
     uint64_t n = c->reconnects;
@@ -261,7 +387,6 @@ bool rpc_client_target_ready(rpc_client_t *c, const char *target)
         return false;
     bool ready = false;
     pthread_mutex_lock(&c->mu);
-    read_unread_io_locked(c);
     for (size_t i = 0; i < c->n_channels && !c->closing; i++) {
         struct rpc_channel_entry *e = c->channels[i];
         if (strcmp(e->target, target) == 0) {
@@ -279,7 +404,6 @@ grpc_channel *rpc_client_channel_locked(rpc_client_t *c, const char *target)
     c->handed_out = NULL;
     for (size_t i = 0; i < c->n_channels; i++) {
         if (strcmp(c->channels[i]->target, target) == 0) {
-            read_unread_io_locked(c);
             channel_observe_locked(c, c->channels[i]);
             c->handed_out = c->channels[i];
             return c->channels[i]->channel;
@@ -381,11 +505,9 @@ varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
     link->prev = c->calls.prev;
     c->calls.prev->next = link;
     c->calls.prev = link;
-    bool first = c->n_calls++ == 0;
+    c->n_calls++;
     if (!link->polled && c->io_calls++ == 0 && c->io_parked)
-        pthread_cond_signal(&c->io_wake);
-    else if (link->polled && first)
-        rpc_kicker_kick(&c->kick); /* it polls for an idle client: out, to park */
+        pthread_cond_signal(&c->io_wake); /* a call of its own: it polls (the polling rule) */
     link->chan = c->handed_out;
     c->handed_out = NULL;
     if (link->chan)
@@ -393,15 +515,11 @@ varlog_err_t rpc_client_link_locked(rpc_client_t *c, struct rpc_call_link *link)
     return VARLOG_OK;
 }
 
-/* One call fewer: the last wakes a destroy waiting for the list to drain, and the I/O
- * thread, parked while only other queues' calls ran, to poll for the idle client. */
+/* One call fewer: the last wakes a destroy waiting for the list to drain. */
 static void call_count_drop_locked(rpc_client_t *c)
 {
-    if (--c->n_calls > 0)
-        return;
-    pthread_cond_broadcast(&c->calls_drained);
-    if (c->io_parked)
-        pthread_cond_signal(&c->io_wake);
+    if (--c->n_calls == 0)
+        pthread_cond_broadcast(&c->calls_drained);
 }
 
 void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
@@ -413,10 +531,10 @@ void rpc_client_unlink(rpc_client_t *c, struct rpc_call_link *link)
     link->next = link->prev = link;
     struct rpc_channel_entry *e = link->chan;
     link->chan = NULL;
-    /* The I/O thread parks once it comes back from the queue while other queues' calls run;
-     * from another thread, the last call's end must make it come back (a kick is one
-     * completion, cheap and rare). With no call left it goes on polling. */
-    if (!link->polled && --c->io_calls == 0 && c->n_calls > 1 &&
+    /* The polling rule: with a holder, the I/O thread parks once it comes back from its
+     * queue after its last call; from another thread, that call's end must make it come
+     * back (a kick is one completion, cheap and rare). With no holder it goes on polling. */
+    if (!link->polled && --c->io_calls == 0 && c->holders > 0 &&
         !pthread_equal(pthread_self(), c->io_thread))
         rpc_kicker_kick(&c->kick);
     if (e && !e->doomed)

@@ -28,8 +28,8 @@ struct rpc_call_link {
     /* The channel the call runs on, set by rpc_client_link_locked: while any call is linked
      * to it a channel is never destroyed (a dropped one waits for its last call). */
     struct rpc_channel_entry *chan;
-    /* On a caller's rpc_poller rather than the client's queue: the I/O thread does not poll
-     * for it (it parks while no call of its own runs). */
+    /* On a caller's rpc_poller rather than the client's queue: its owner completes it (the
+     * I/O thread's queue does not count it; rpc_client.c, the polling rule). */
     bool polled;
 };
 
@@ -66,10 +66,30 @@ void rpc_kicker_destroy(struct rpc_kicker *k);
 struct rpc_poller {
     grpc_completion_queue *cq;
     struct rpc_kicker kick;
+    rpc_client_t *client;              /* whose polling role its owner holds */
+    struct rpc_poller *next_of_client; /* rpc_client.pollers (the client's mu) */
     pthread_t owner;
     atomic_bool has_owner;
-    atomic_size_t live; /* streams opened on it and not finished */
+    atomic_int hold;                /* rpc_hold_t: its part in the polling rule */
+    atomic_int_least64_t lapsed_ms; /* wire_now_ms of its last lapse */
+    atomic_size_t live;             /* streams opened on it and not finished */
 };
+
+/* A poller's part in its client's polling rule (rpc_client.c). */
+typedef enum {
+    RPC_HOLD_NONE,   /* its owner does not hold the polling role */
+    RPC_HOLD_HELD,   /* it does: it polls, or runs the library's loop back to its poll */
+    RPC_HOLD_LAPSED, /* it left at lapsed_ms, and holds until RPC_POLL_LAPSE_MS later */
+} rpc_hold_t;
+
+/* The polling rule's book-keeping (rpc_client.c): a poller's owner takes the role (kicking
+ * the I/O thread out of its queue), gives it up, or lapses (waking the I/O thread to time
+ * the lapse); a client lists its pollers, whose lapses its I/O thread times. */
+void rpc_client_hold_polling(rpc_client_t *c);
+void rpc_client_release_polling(rpc_client_t *c);
+void rpc_client_lapse_noted(rpc_client_t *c);
+void rpc_client_poller_add(rpc_client_t *c, rpc_poller_t *p);
+void rpc_client_poller_remove(rpc_client_t *c, rpc_poller_t *p);
 
 /* Whether the calling thread owns p (it then polls instead of waiting for its streams). */
 bool rpc_poller_owned(const rpc_poller_t *p);
@@ -91,16 +111,16 @@ struct rpc_client {
     struct rpc_channel_entry *handed_out;
     grpc_channel_args channel_args; /* wire's client arguments + the reconnect backoff */
     uint64_t reconnects;            /* rpc_client_reconnects */
-    /* Calls on cq. The I/O thread parks while calls run and none of them is on cq: calls on
-     * pollers are completed by their owners, and a second thread inside gRPC's poller (epoll1
-     * has one epoll set for all queues, and its workers pass the polling role to each other
-     * at every event) would take a wake-up per event from them. With no call at all it polls,
-     * so that a node's close is read when it comes, not by the next call. */
+    /* The polling rule (rpc_client.c): calls on cq; pollers' owners holding the polling role
+     * (held or lapsed); this client's pollers. The I/O thread parks while holders > 0 and
+     * io_calls == 0, on a timed wait (io_timed) while a holder is lapsed. */
     size_t io_calls;
-    bool io_parked, io_stop;
+    size_t holders;
+    rpc_poller_t *pollers;
+    bool io_parked, io_timed, io_stop;
+    atomic_bool io_untimed; /* parked, or about to be, without timing a lapse */
+    atomic_long io_tid;     /* rpc_client_io_tid */
     pthread_cond_t io_wake;
-    /* A queue that never holds a call, polled without waiting by read_unread_io_locked. */
-    grpc_completion_queue *look_cq;
 };
 
 /* The cached channel to target, created on first use. Called with c->mu held. NULL on NOMEM.

@@ -46,17 +46,24 @@ void rpc_kicker_destroy(struct rpc_kicker *k)
     pthread_mutex_destroy(&k->mu);
 }
 
-varlog_err_t rpc_poller_new(rpc_poller_t **out)
+varlog_err_t rpc_poller_new(rpc_client_t *c, rpc_poller_t **out)
 {
     if (!out)
         return VARLOG_ERR_INVALID_ARG;
+    if (!c) {
+        *out = NULL;
+        return VARLOG_ERR_INVALID_ARG;
+    }
     *out = NULL;
     rpc_poller_t *p = calloc(1, sizeof(*p));
     if (!p)
         return VARLOG_ERR_NOMEM;
     wire_grpc_ref();
+    p->client = c;
     atomic_init(&p->live, 0);
     atomic_init(&p->has_owner, false);
+    atomic_init(&p->hold, RPC_HOLD_NONE);
+    atomic_init(&p->lapsed_ms, 0);
     p->cq = grpc_completion_queue_create_for_next(NULL);
     if (!p->cq || !rpc_kicker_init(&p->kick, p->cq)) {
         if (p->cq)
@@ -65,6 +72,7 @@ varlog_err_t rpc_poller_new(rpc_poller_t **out)
         wire_grpc_unref();
         return VARLOG_ERR_INTERNAL;
     }
+    rpc_client_poller_add(c, p);
     *out = p;
     return VARLOG_OK;
 }
@@ -78,6 +86,19 @@ void rpc_poller_own(rpc_poller_t *p)
 bool rpc_poller_owned(const rpc_poller_t *p)
 {
     return atomic_load(&p->has_owner) && pthread_equal(p->owner, pthread_self());
+}
+
+void rpc_poller_hold(rpc_poller_t *p)
+{
+    int h = atomic_load_explicit(&p->hold, memory_order_relaxed);
+    if (h == RPC_HOLD_HELD)
+        return;
+    /* Back within its lapse: it never stopped holding (unless the I/O thread just ended the
+     * lapse, and the exchange fails). */
+    if (h == RPC_HOLD_LAPSED && atomic_compare_exchange_strong(&p->hold, &h, RPC_HOLD_HELD))
+        return;
+    atomic_store(&p->hold, RPC_HOLD_HELD);
+    rpc_client_hold_polling(p->client);
 }
 
 static void dispatch(grpc_event ev)
@@ -105,11 +126,38 @@ rpc_poll_t rpc_poller_poll(rpc_poller_t *p, int64_t deadline_ms)
         if (left < 0)
             left = 0;
     }
+    /* One that may wait takes the polling role; one that does not only runs what is there. */
+    if (left != 0)
+        rpc_poller_hold(p);
     return poll_until(p, wire_deadline(left));
+}
+
+void rpc_poller_release(rpc_poller_t *p)
+{
+    if (!p)
+        return;
+    /* One of this and the I/O thread's end of a lapse takes it off the count. */
+    if (atomic_exchange(&p->hold, RPC_HOLD_NONE) != RPC_HOLD_NONE)
+        rpc_client_release_polling(p->client);
+}
+
+bool rpc_poller_holding(const rpc_poller_t *p)
+{
+    return atomic_load_explicit(&p->hold, memory_order_relaxed) != RPC_HOLD_NONE;
+}
+
+void rpc_poller_lapse(rpc_poller_t *p)
+{
+    if (!p || atomic_load_explicit(&p->hold, memory_order_relaxed) != RPC_HOLD_HELD)
+        return;
+    atomic_store_explicit(&p->lapsed_ms, wire_now_ms(), memory_order_relaxed);
+    atomic_store(&p->hold, RPC_HOLD_LAPSED); /* before the look at io_untimed */
+    rpc_client_lapse_noted(p->client);
 }
 
 rpc_poll_t rpc_poller_poll_ready(rpc_poller_t *p)
 {
+    rpc_poller_hold(p);
     return poll_until(p, gpr_inf_past(GPR_CLOCK_MONOTONIC));
 }
 
@@ -142,6 +190,8 @@ void rpc_poller_destroy(rpc_poller_t *p)
             dispatch(ev); /* kicks nobody consumed */
     }
     grpc_completion_queue_destroy(p->cq);
+    rpc_poller_release(p);
+    rpc_client_poller_remove(p->client, p);
     free(p);
     wire_grpc_unref();
 }

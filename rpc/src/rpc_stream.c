@@ -337,6 +337,8 @@ varlog_err_t rpc_stream_open(rpc_client_t *c, const char *target, const char *me
         return VARLOG_ERR_INVALID_ARG;
     if (opts->kind == RPC_STREAM_SERVER && !request)
         return VARLOG_ERR_INVALID_ARG;
+    if (opts->poller && opts->poller->client != c)
+        return VARLOG_ERR_INVALID_ARG; /* its owner holds c's polling role, no other's */
     rpc_stream_t *s = calloc(1, sizeof(*s));
     if (!s)
         return VARLOG_ERR_NOMEM;

@@ -272,7 +272,9 @@ static void test_client_keeps_connection_when_ping_ack_is_late(void **state)
     assert_int_equal(rpc_stream_open(client, proxy.address, BIDI_PATH, &o, NULL, &s), VARLOG_OK);
     echo_once(s, 1);
 
-    /* The stall is the fault being injected, not a wait for a condition. */
+    /* The stall is the fault being injected, not a wait for a condition: its length is the
+     * thing under test (the keepalive interval plus the ack's lateness must not cost the
+     * connection), so it is a time on purpose. */
     atomic_store(&proxy.hold, true);
     int64_t stall_ms = CLIENT_KEEPALIVE_MS + ACK_LATE_MS;
     struct timespec ts = {(time_t)(stall_ms / 1000), (long)(stall_ms % 1000) * 1000000L};

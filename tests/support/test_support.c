@@ -121,6 +121,13 @@ int test_thread_count_named(const char *name)
     return (int)sum_over_named(name, false);
 }
 
+long test_thread_switches_tid(long tid)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "%ld", tid);
+    return task_switches(name);
+}
+
 long test_thread_switches_named(const char *name)
 {
     long n = sum_over_named(name, true);

@@ -38,6 +38,11 @@ int test_thread_count_named(const char *name);
  * there is none. */
 long test_thread_switches_named(const char *name);
 
+/* Voluntary context switches so far of thread tid of this process (0 once it exited): for
+ * one thread among several of the same name (a thread inherits its creator's name, and
+ * gRPC starts some of its own from whichever thread first needs them). */
+long test_thread_switches_tid(long tid);
+
 /* Waits until exactly n threads are named name, for at most timeout_ms; returns the last
  * count. A thread stays listed in /proc for a moment after pthread_join returns (the kernel
  * wakes the joiner before it unlists the task), so a count taken right after a join, or at
