@@ -10,7 +10,12 @@
  *   - a lane whose stream is gone carries no flag from it (checked on the appender's own
  *     thread at every round: app_expire_waiting_locked is wrapped at link time);
  *   - every error names its real cause: a code the node was made to send, the appender's own
- *     delivery deadline, a hung node's attempt timeout, or the close.
+ *     delivery deadline, a hung node's attempt timeout, or the close;
+ *   - in bound mode, callbacks run in call order, whatever their outcome (issue 34: a
+ *     deadline that settled an older batch in flight or in a retry and younger waiting ones
+ *     ran the younger ones' callbacks first). In topic mode a batch sent again after a
+ *     failure may go after younger ones (appender.h); the tracker checks there the order of
+ *     the calls stored in each log stream.
  *
  * VARLOG_SCHEDULE_SEED=<n> replays a schedule (the same steps and configurations; the
  * interleaving with the network is the machine's); VARLOG_SCHEDULE_SECONDS sets how long it
@@ -175,6 +180,7 @@ struct episode {
     uint64_t denials_base;
     scall_t *calls;
     size_t n_calls;
+    atomic_long last_cb; /* bound mode: the call of the last callback (-1: none yet) */
     long steps, appends, faults, closes;
 };
 
@@ -307,6 +313,12 @@ static void sched_cb(const varlog_append_result_t *r, void *opaque)
                      (long long)ep->slack);
     if (atomic_load(&ep->closed_gen) >= sc->gen)
         atu_note_bad("call %ld: callback after its appender's close returned", sc->c.seq);
+    /* Calls are numbered in append order, across the appenders of the episode (each one's
+     * callbacks all ran when its close returned). */
+    long before = atomic_exchange(&ep->last_cb, sc->c.seq);
+    if (!ep->topic && before > sc->c.seq)
+        atu_note_bad("call %ld: %s callback after call %ld's: out of call order", sc->c.seq,
+                     varlog_err_name(r->err), before);
     if (r->err != VARLOG_OK)
         check_cause(sc, r);
     if (sc->slow_ms > 0) /* a callback that takes a while, as appender.h allows */
@@ -509,6 +521,7 @@ static void episode_run(uint64_t seed, int64_t budget_ms)
     ep->calls = calloc(MAX_CALLS, sizeof(*ep->calls));
     assert_non_null(ep->calls);
     ep->rng = seed;
+    atomic_init(&ep->last_cb, -1);
     int64_t tu = time_unit();
     ep->topic = rng_pct(&ep->rng, 50);
     ep->n_ls = ep->topic ? 1 + (int32_t)rng_below(&ep->rng, 2) : 1;
