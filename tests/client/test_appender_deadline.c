@@ -155,6 +155,11 @@ static void test_dead_server_bounded_by_delivery_timeout(void **state)
                      varlog_outcome_name(t[i].c.outcome), t[i].text);
         timed_out += expired;
         int64_t at = atomic_load(&t[i].at_ms) - t0;
+        /* Not before its deadline: the other side of the bound checked below. */
+        if (expired && at < 1000)
+            fail_msg("call %d: TIMED_OUT %lld ms after the first append (delivery timeout "
+                     "1000 ms): %s",
+                     i, (long long)at, t[i].text);
         if (at > last)
             last = at;
     }
@@ -258,13 +263,22 @@ static void expire_ahead_of_younger(fixture_t *x, tcall_t *t, int64_t *t0, int64
     uint64_t requests = varlog_server_request_count(x->f.srv, CF_PATH_APPEND);
     *t0 = test_now_ms();
     append_call(x->app, &t[0]);
-    sleep_ms(*t0 + 2 * u - test_now_ms()); /* B's deadline comes well after A's */
+    /* The time under test: the distance between two deadlines. B is appended 2 units after
+     * A, so that when A's deadline cancels the stream B still has 2 units to go, and its fate
+     * is the cancel's, not its own deadline's. */
+    sleep_ms(*t0 + 2 * u - test_now_ms());
     *t1 = test_now_ms();
     append_call(x->app, &t[1]);
     await_callbacks(x, 3, 5 * u + 2 * u + cf_wait_bound_ms());
     /* A was on the node when B went out behind it on the same stream. */
     assert_true(varlog_server_request_count(x->f.srv, CF_PATH_APPEND) >= requests + 1);
     assert_int_equal(app_stats(x->app).streams_opened, 1 + (t[1].c.err == VARLOG_OK));
+    /* A's callback at its deadline, from both sides: not before it, and within the time to
+     * notice. */
+    int64_t at_a = atomic_load(&t[0].at_ms) - *t0;
+    if (at_a < 5 * u || at_a > 5 * u + cf_wait_bound_ms())
+        fail_msg("A's callback %lld ms after its append (delivery timeout %lld ms)",
+                 (long long)at_a, (long long)(5 * u));
 }
 
 static void start_own_deadline(fixture_t *x, const char *retry_maybe)
@@ -354,7 +368,9 @@ static void test_younger_batch_not_failed_early(void **state)
 }
 
 /* X's callback: the node goes away (Y, behind X, ends UNAVAILABLE), and the callback takes
- * until Y's deadline has passed, so that Y's stream failure, not its deadline, settles it. */
+ * until Y's deadline has passed, so that Y's stream failure, not its deadline, settles it.
+ * The time under test is Y's deadline: the callback blocks (as appender.h allows) until the
+ * clock passed it, by 20 ms for the ms rounding of the two clocks' reads. */
 static void stop_and_outlast(tcall_t *tc)
 {
     fixture_t *x = tc->hook_arg;
