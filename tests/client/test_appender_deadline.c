@@ -412,6 +412,88 @@ static void test_expired_by_stream_failure_says_where(void **state)
     free(t);
 }
 
+/* ---- call order at the deadline, with the defaults (issue 34) ----------------------------- */
+
+typedef struct order_state {
+    atomic_long latest;    /* the latest call that had its callback (-1: none) */
+    atomic_long reordered; /* callbacks that came after a later call's */
+    atomic_long timed_out;
+    atu_sync_t sync;
+    long callbacks; /* under sync.mu */
+} order_state_t;
+
+typedef struct ocall {
+    order_state_t *st;
+    long seq;
+} ocall_t;
+
+static void order_cb(const varlog_append_result_t *r, void *opaque)
+{
+    const ocall_t *oc = opaque;
+    order_state_t *st = oc->st;
+    /* Callbacks run one at a time, on the appender's thread. */
+    if (atomic_load(&st->latest) > oc->seq)
+        atomic_fetch_add(&st->reordered, 1);
+    else
+        atomic_store(&st->latest, oc->seq);
+    if (r->err == VARLOG_ERR_TIMED_OUT)
+        atomic_fetch_add(&st->timed_out, 1);
+    pthread_mutex_lock(&st->sync.mu);
+    st->callbacks++;
+    pthread_cond_broadcast(&st->sync.cv);
+    pthread_mutex_unlock(&st->sync.mu);
+}
+
+/* The reviewer's reproduction: every default but a shorter delivery timeout, a producer that
+ * queues as fast as it can, and a node that holds every request. The batches in flight (the
+ * pipeline's two) and the many waiting behind them reach their deadlines within milliseconds
+ * of each other; before the fix, 2,000 to 6,000 of 20,000 callbacks came after later calls'
+ * (the waiting batches expired in the round that cancelled the stream, whose end settled the
+ * older ones a round later). Every call has its callback in call order, TIMED_OUT. */
+static void test_hung_node_fast_producer_keeps_order(void **state)
+{
+    (void)state;
+    fixture_t x;
+    int64_t delivery = test_under_valgrind() || test_under_tsan() ? 3000 : 1000;
+    char dt[32];
+    snprintf(dt, sizeof(dt), "%lld", (long long)delivery);
+    fx_start(&x, 1, 1, "appender.delivery.timeout.ms", dt, NULL);
+    /* The connection is up and the lane's stream open before the node hangs. */
+    call_t warm;
+    calls_init(&warm, 1);
+    varlog_record_t one = cf_record("0123456789abcdef");
+    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, track_cb, &warm), VARLOG_OK);
+    assert_true(atu_wait_at_least(&x.t.sync, &x.t.callbacks, 1, cf_wait_bound_ms()));
+    assert_int_equal(warm.err, VARLOG_OK);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 600000), VARLOG_OK);
+    long n = test_scale(20000, 20);
+    ocall_t *calls = calloc((size_t)n, sizeof(*calls));
+    assert_non_null(calls);
+    order_state_t st = {0};
+    atomic_init(&st.latest, -1);
+    atu_sync_init(&st.sync);
+    for (long i = 0; i < n; i++) {
+        calls[i] = (ocall_t){&st, i};
+        varlog_err_t rc = varlog_appender_append(x.app, &one, 1, 0, order_cb, &calls[i]);
+        if (rc != VARLOG_OK)
+            fail_msg("append %ld: %s: %s", i, varlog_err_name(rc), varlog_last_error());
+    }
+    int64_t appended = test_now_ms();
+    bool all = atu_wait_at_least(&st.sync, &st.callbacks, n, delivery + cf_wait_bound_ms());
+    print_message("    %ld calls: %ld TIMED_OUT, %ld callbacks after a later call's; the last "
+                  "%lld ms after the last append\n",
+                  n, atomic_load(&st.timed_out), atomic_load(&st.reordered),
+                  (long long)(test_now_ms() - appended));
+    if (!all)
+        fail_msg("%ld of %ld callbacks within the delivery timeout and %lld ms", st.callbacks, n,
+                 (long long)cf_wait_bound_ms());
+    assert_int_equal(atomic_load(&st.reordered), 0);
+    assert_int_equal(atomic_load(&st.timed_out), n);
+    fx_stop(&x);
+    atu_sync_destroy(&st.sync);
+    free(calls);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -421,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_own_deadline_denies_nothing),
         cmocka_unit_test(test_younger_batch_not_failed_early),
         cmocka_unit_test(test_expired_by_stream_failure_says_where),
+        cmocka_unit_test(test_hung_node_fast_producer_keeps_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
