@@ -3,8 +3,9 @@
 
 /*
  * The pipelined appender's objects, shared by appender.c (the public calls: intake, flush,
- * close) and appender_io.c (the appender's thread: lanes, sends, answers, failures, retries,
- * callbacks).
+ * close) and the appender's thread: appender_io.c (lanes, sends, answers), appender_fail.c
+ * (failed streams, retries), appender_deadline.c (deadlines, unreachable log streams) and
+ * appender_settle.c (the one path from an outcome to the callbacks, in call order).
  *
  * Ownership of a batch slot follows its state: FREE and OPEN and READY slots are the
  * appender's (under mu); a slot popped from the ready list belongs to the appender's thread
