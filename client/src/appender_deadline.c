@@ -42,7 +42,7 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
         char last[sizeof(b->errtext)];
         last_attempt(b, last, sizeof(last));
         app_batch_fail_expired(b, "before the batch could be sent", last);
-        blist_push(&ts->settled, b);
+        app_settle(ts, b);
     }
     int64_t next = app->ready.head ? app->ready.head->deadline_ms : INT64_MAX;
     /* Batches waiting on the engine (a backoff, then a lookup that a dead metadata
@@ -70,7 +70,7 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
                 char last[sizeof(b->errtext)];
                 last_attempt(b, last, sizeof(last));
                 app_batch_fail_expired(b, "while the batch waited to be sent again", last);
-                blist_push(&ts->settled, b);
+                app_settle(ts, b);
             } else {
                 blist_push(&back, b);
             }
@@ -83,7 +83,7 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
             app->open = NULL;
             b->state = SLOT_OUT;
             app_batch_fail_expired(b, "before the batch could be sent", NULL);
-            blist_push(&ts->settled, b);
+            app_settle(ts, b);
         } else if (b->deadline_ms < next) {
             next = b->deadline_ms;
         }
@@ -138,6 +138,6 @@ void app_fail_behind_unreachable(app_thread_state_t *ts, app_lane_t *lane, varlo
                        "of this one failed every attempt: %s",
                        lane->ls, app->topic_id,
                        app->fixed_ls ? "" : " (as is every other log stream of the topic)", cause);
-        blist_push(&ts->settled, b);
+        app_settle(ts, b);
     }
 }

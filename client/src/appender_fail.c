@@ -132,7 +132,7 @@ static void settle_cancelled_at_deadline(app_thread_state_t *ts, app_lane_t *lan
     b->maybe |= maybe_sent;
     if (app_batch_expired(b, now)) {
         app_batch_fail_expired(b, where, "the stream was cancelled at the delivery deadline");
-        blist_push(&ts->settled, b);
+        app_settle(ts, b);
         return;
     }
     char head[160];
@@ -153,7 +153,7 @@ static void settle_cancelled_at_deadline(app_thread_state_t *ts, app_lane_t *lan
                    b->deadline_ms - now,
                    retry_ok ? "its append.retries are used up"
                             : "it may be stored (append.retry.maybe.appended is false)");
-    blist_push(&ts->settled, b);
+    app_settle(ts, b);
 }
 
 /* Batches the node did not refuse, back to the ready list without a backoff. */
@@ -229,7 +229,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                  timed_out ? " (no answer within append.attempt.timeout.ms)" : "");
         if (!closing && app_batch_expired(b, now)) {
             app_batch_fail_expired(b, where, text);
-            blist_push(&ts->settled, b);
+            app_settle(ts, b);
         } else if (!closing && !unreachable && v.retriable && b->attempts < app->max_attempts &&
                    (!b->maybe || app->retry_maybe)) {
             snprintf(b->errtext, sizeof(b->errtext), "%s", text);
@@ -239,7 +239,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
             if (unreachable && !cause[0])
                 snprintf(cause, sizeof(cause), "%s", text);
             app_batch_fail(b, v.err, "%s", text);
-            blist_push(&ts->settled, b);
+            app_settle(ts, b);
         }
     }
     atomic_fetch_sub(&app->inflight_batches, i);
@@ -275,7 +275,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
                                                          "task limit"
                                                        : varlog_err_str(rerr),
                        last);
-        blist_push(&ts->settled, b);
+        app_settle(ts, b);
     }
     rpc_stream_destroy(ended);
 }

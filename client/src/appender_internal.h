@@ -3,8 +3,9 @@
 
 /*
  * The pipelined appender's objects, shared by appender.c (the public calls: intake, flush,
- * close) and appender_io.c (the appender's thread: lanes, sends, answers, failures, retries,
- * callbacks).
+ * close) and the appender's thread: appender_io.c (lanes, sends, answers), appender_fail.c
+ * (failed streams, retries), appender_deadline.c (deadlines, unreachable log streams) and
+ * appender_settle.c (the one path from an outcome to the callbacks, in call order).
  *
  * Ownership of a batch slot follows its state: FREE and OPEN and READY slots are the
  * appender's (under mu); a slot popped from the ready list belongs to the appender's thread
@@ -235,6 +236,9 @@ varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls);
 /* What the appender's thread keeps between rounds (its own; no lock). */
 typedef struct app_thread_state {
     varlog_appender_t *app;
+    /* Batches with their outcome, in call order (seq), whose callbacks have not run: those
+     * behind an older batch of their log stream still on its way wait there for it
+     * (appender_settle.c). */
     batch_list_t settled;
     int32_t *allowed; /* topic mode: allowed log streams, from the allowlist */
     size_t n_allowed, allowed_cap;
@@ -243,6 +247,18 @@ typedef struct app_thread_state {
     char no_lane_why[160];
     bool stopping;
 } app_thread_state_t;
+
+/* ---- appender_settle.c ---- */
+/* The only way a batch with its outcome (err, outcome, errtext set) reaches its callbacks:
+ * into ts->settled, by call order. */
+void app_settle(app_thread_state_t *ts, app_batch_t *b);
+/* Runs the callbacks of the settled batches that no older batch of their log stream is still
+ * waiting for, in call order, and gives their room back. Without mu. */
+void app_run_settled(app_thread_state_t *ts);
+/* The thread stops: every batch is settled; runs every callback left, in call order. */
+void app_run_all_settled(app_thread_state_t *ts);
+/* With mu: whether app_run_settled would run a callback now. */
+bool app_settled_due_locked(const app_thread_state_t *ts);
 
 /* ---- appender_io.c ---- */
 /* Whether the allowlist lets batches go to lane now (bound mode: always). */

@@ -12,7 +12,6 @@
 #include "log_io_codec.h"
 #include "appender_internal.h"
 #include "snpb/log_io.pb-c.h"
-#include "ticks.h"
 #include "wire.h"
 
 /* Topic mode: how often the thread looks for a new metadata version while idle. */
@@ -67,104 +66,6 @@ static void lane_notify(void *arg)
 static size_t lane_load(const app_lane_t *lane, const batch_list_t *outbox)
 {
     return lane->inflight.n + outbox->n;
-}
-
-/* ---- settling ------------------------------------------------------------------------------ */
-
-/* Runs the callbacks of settled batches, in order, then gives their room back. Called by the
- * thread without mu. */
-static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
-{
-    if (!settled->head)
-        return;
-    uint64_t ok_calls = 0, failed_calls = 0, records = 0;
-    client_stats_t *st = &app->c->cstats;
-    varlog_append_result_t *res = vq_objpool_get(app->results);
-    varlog_append_result_t fallback; /* the pool could not allocate: still one callback each */
-    if (!res)
-        res = &fallback;
-    for (app_batch_t *b = settled->head; b; b = b->next) {
-        res->err = b->err;
-        res->outcome = b->err == VARLOG_OK ? VARLOG_APPENDED : b->outcome;
-        res->errtext = b->err == VARLOG_OK ? "" : b->errtext;
-        res->metas = NULL;
-        /* Statistics per batch, before its callbacks: one clock read, and the counters are
-         * up to date by the time a callback looks at them. */
-        metrics_hist_t *send_hist;
-        if (b->err == VARLOG_OK) {
-            metrics_series_t *ms =
-                metrics_series_get(&st->metrics, app->topic_id, b->metas[0].log_stream_id);
-            atomic_fetch_add_explicit(&ms->sent_records, b->n_records, memory_order_relaxed);
-            send_hist = &ms->send;
-        } else {
-            metrics_failure_t *mf = metrics_failure_get(&st->metrics, app->topic_id, b->err);
-            atomic_fetch_add_explicit(&mf->records, b->n_records, memory_order_relaxed);
-            send_hist = &mf->send;
-        }
-        if (app->timed) {
-            /* One atomic add per run of calls in one bucket, not several per call: a
-             * batch's calls, appended one after the other, fall in few buckets. */
-            ticks_scale_t now = ticks_scale();
-            vhist_run_t latency;
-            metrics_hist_run_t send;
-            vhist_run_begin(&latency, b->err == VARLOG_OK ? &st->latency : NULL);
-            metrics_hist_run_begin(&send, send_hist);
-            for (uint32_t i = 0; i < b->n_calls; i++) {
-                int64_t ns = ticks_ns_since(&now, b->calls[i].t_ticks);
-                vhist_run_add(&latency, ns);
-                metrics_hist_run_add(&send, ns);
-            }
-            vhist_run_end(&latency);
-            metrics_hist_run_end(&send);
-        }
-        if (b->err == VARLOG_OK)
-            stats_add_log_stream(st, app->topic_id, b->metas[0].log_stream_id, b->n_records,
-                                 b->bytes);
-        stats_add_outcome(st, res->outcome, b->n_calls, b->n_records, b->bytes);
-        for (uint32_t i = 0; i < b->n_calls; i++) {
-            const app_call_t *call = &b->calls[i];
-            res->n = call->n;
-            if (b->err == VARLOG_OK) {
-                res->metas = &b->metas[call->first];
-                records += call->n;
-            }
-            call->cb(res, call->opaque);
-        }
-        if (b->err == VARLOG_OK)
-            ok_calls += b->n_calls;
-        else
-            failed_calls += b->n_calls;
-    }
-    if (res != &fallback)
-        vq_objpool_put(app->results, res);
-    /* Drop our reference to the bytes first: if gRPC let go already, the release runs here
-     * and the slot is freed below; if not, the release frees it later. */
-    for (app_batch_t *b = settled->head; b; b = b->next) {
-        if (atomic_load(&b->has_body))
-            grpc_slice_unref(b->body);
-    }
-    pthread_mutex_lock(&app->mu);
-    app_batch_t *b;
-    bool flushed = false;
-    while ((b = blist_pop(settled))) {
-        if (app->flush_waiters && app_flush_settled_locked(app, b->seq))
-            flushed = true;
-        app->pending_calls -= b->n_calls;
-        app->pending_records -= b->n_records;
-        app->pending_bytes -= b->bytes;
-        if (atomic_load(&b->has_body)) {
-            b->settle_pending = true;
-        } else {
-            app_slot_free_locked(app, b);
-        }
-    }
-    app->stats.calls_appended += ok_calls;
-    app->stats.calls_failed += failed_calls;
-    app->stats.records_appended += records;
-    app_wake_producers_locked(app);
-    if (flushed)
-        pthread_cond_broadcast(&app->settled);
-    pthread_mutex_unlock(&app->mu);
 }
 
 /* ---- sending ------------------------------------------------------------------------------- */
@@ -343,7 +244,7 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
                            b->n_records, lane->ls, app->topic_id, lane->target, why);
             rpc_stream_fail_decode(lane->st.rpc);
         }
-        blist_push(&ts->settled, b);
+        app_settle(ts, b);
     }
 }
 
@@ -549,7 +450,7 @@ static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
         }
     }
     int64_t expiry = app_expire_waiting_locked(ts, now);
-    if (ts->settled.head)
+    if (app_settled_due_locked(ts))
         *work = true; /* callbacks of expired batches to run */
     if (expiry < next)
         next = expiry;
@@ -562,7 +463,7 @@ static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
             b->state = SLOT_OUT;
             app_batch_fail(b, ts->no_lane, "append to topic %d: %s", app->topic_id,
                            ts->no_lane_why);
-            blist_push(&ts->settled, b);
+            app_settle(ts, b);
         }
         *work = true;
         return next;
@@ -615,7 +516,7 @@ static void fail_sealed_retries(app_thread_state_t *ts)
         }
         app_batch_fail(b, VARLOG_ERR_SEALED, "log stream %d of topic %d is sealed", app->fixed_ls,
                        app->topic_id);
-        blist_push(&ts->settled, b);
+        app_settle(ts, b);
     }
     *box = keep;
 }
@@ -656,9 +557,9 @@ static void stop_all(app_thread_state_t *ts)
         b->state = SLOT_OUT;
         app_batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
                        b->attempts ? "could be sent again" : "was sent");
-        blist_push(&ts->settled, b);
+        app_settle(ts, b);
     }
-    run_callbacks(app, &ts->settled);
+    app_run_all_settled(ts);
 }
 
 void *app_thread_main(void *arg)
@@ -689,7 +590,7 @@ void *app_thread_main(void *arg)
             if (atomic_load(&app->lanes[i]->readable))
                 lane_drain(&ts, app->lanes[i], 0);
         }
-        run_callbacks(app, &ts.settled);
+        app_run_settled(&ts);
 
         int64_t round_began = now;
         now = wire_now_ms();

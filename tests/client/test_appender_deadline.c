@@ -155,6 +155,11 @@ static void test_dead_server_bounded_by_delivery_timeout(void **state)
                      varlog_outcome_name(t[i].c.outcome), t[i].text);
         timed_out += expired;
         int64_t at = atomic_load(&t[i].at_ms) - t0;
+        /* Not before its deadline: the other side of the bound checked below. */
+        if (expired && at < 1000)
+            fail_msg("call %d: TIMED_OUT %lld ms after the first append (delivery timeout "
+                     "1000 ms): %s",
+                     i, (long long)at, t[i].text);
         if (at > last)
             last = at;
     }
@@ -258,13 +263,22 @@ static void expire_ahead_of_younger(fixture_t *x, tcall_t *t, int64_t *t0, int64
     uint64_t requests = varlog_server_request_count(x->f.srv, CF_PATH_APPEND);
     *t0 = test_now_ms();
     append_call(x->app, &t[0]);
-    sleep_ms(*t0 + 2 * u - test_now_ms()); /* B's deadline comes well after A's */
+    /* The time under test: the distance between two deadlines. B is appended 2 units after
+     * A, so that when A's deadline cancels the stream B still has 2 units to go, and its fate
+     * is the cancel's, not its own deadline's. */
+    sleep_ms(*t0 + 2 * u - test_now_ms());
     *t1 = test_now_ms();
     append_call(x->app, &t[1]);
     await_callbacks(x, 3, 5 * u + 2 * u + cf_wait_bound_ms());
     /* A was on the node when B went out behind it on the same stream. */
     assert_true(varlog_server_request_count(x->f.srv, CF_PATH_APPEND) >= requests + 1);
     assert_int_equal(app_stats(x->app).streams_opened, 1 + (t[1].c.err == VARLOG_OK));
+    /* A's callback at its deadline, from both sides: not before it, and within the time to
+     * notice. */
+    int64_t at_a = atomic_load(&t[0].at_ms) - *t0;
+    if (at_a < 5 * u || at_a > 5 * u + cf_wait_bound_ms())
+        fail_msg("A's callback %lld ms after its append (delivery timeout %lld ms)",
+                 (long long)at_a, (long long)(5 * u));
 }
 
 static void start_own_deadline(fixture_t *x, const char *retry_maybe)
@@ -354,7 +368,9 @@ static void test_younger_batch_not_failed_early(void **state)
 }
 
 /* X's callback: the node goes away (Y, behind X, ends UNAVAILABLE), and the callback takes
- * until Y's deadline has passed, so that Y's stream failure, not its deadline, settles it. */
+ * until Y's deadline has passed, so that Y's stream failure, not its deadline, settles it.
+ * The time under test is Y's deadline: the callback blocks (as appender.h allows) until the
+ * clock passed it, by 20 ms for the ms rounding of the two clocks' reads. */
 static void stop_and_outlast(tcall_t *tc)
 {
     fixture_t *x = tc->hook_arg;
@@ -396,6 +412,88 @@ static void test_expired_by_stream_failure_says_where(void **state)
     free(t);
 }
 
+/* ---- call order at the deadline, with the defaults (issue 34) ----------------------------- */
+
+typedef struct order_state {
+    atomic_long latest;    /* the latest call that had its callback (-1: none) */
+    atomic_long reordered; /* callbacks that came after a later call's */
+    atomic_long timed_out;
+    atu_sync_t sync;
+    long callbacks; /* under sync.mu */
+} order_state_t;
+
+typedef struct ocall {
+    order_state_t *st;
+    long seq;
+} ocall_t;
+
+static void order_cb(const varlog_append_result_t *r, void *opaque)
+{
+    const ocall_t *oc = opaque;
+    order_state_t *st = oc->st;
+    /* Callbacks run one at a time, on the appender's thread. */
+    if (atomic_load(&st->latest) > oc->seq)
+        atomic_fetch_add(&st->reordered, 1);
+    else
+        atomic_store(&st->latest, oc->seq);
+    if (r->err == VARLOG_ERR_TIMED_OUT)
+        atomic_fetch_add(&st->timed_out, 1);
+    pthread_mutex_lock(&st->sync.mu);
+    st->callbacks++;
+    pthread_cond_broadcast(&st->sync.cv);
+    pthread_mutex_unlock(&st->sync.mu);
+}
+
+/* The reviewer's reproduction: every default but a shorter delivery timeout, a producer that
+ * queues as fast as it can, and a node that holds every request. The batches in flight (the
+ * pipeline's two) and the many waiting behind them reach their deadlines within milliseconds
+ * of each other; before the fix, 2,000 to 6,000 of 20,000 callbacks came after later calls'
+ * (the waiting batches expired in the round that cancelled the stream, whose end settled the
+ * older ones a round later). Every call has its callback in call order, TIMED_OUT. */
+static void test_hung_node_fast_producer_keeps_order(void **state)
+{
+    (void)state;
+    fixture_t x;
+    int64_t delivery = test_under_valgrind() || test_under_tsan() ? 3000 : 1000;
+    char dt[32];
+    snprintf(dt, sizeof(dt), "%lld", (long long)delivery);
+    fx_start(&x, 1, 1, "appender.delivery.timeout.ms", dt, NULL);
+    /* The connection is up and the lane's stream open before the node hangs. */
+    call_t warm;
+    calls_init(&warm, 1);
+    varlog_record_t one = cf_record("0123456789abcdef");
+    assert_int_equal(varlog_appender_append(x.app, &one, 1, 0, track_cb, &warm), VARLOG_OK);
+    assert_true(atu_wait_at_least(&x.t.sync, &x.t.callbacks, 1, cf_wait_bound_ms()));
+    assert_int_equal(warm.err, VARLOG_OK);
+    assert_int_equal(varlog_server_delay(x.f.srv, CF_PATH_APPEND, 600000), VARLOG_OK);
+    long n = test_scale(20000, 20);
+    ocall_t *calls = calloc((size_t)n, sizeof(*calls));
+    assert_non_null(calls);
+    order_state_t st = {0};
+    atomic_init(&st.latest, -1);
+    atu_sync_init(&st.sync);
+    for (long i = 0; i < n; i++) {
+        calls[i] = (ocall_t){&st, i};
+        varlog_err_t rc = varlog_appender_append(x.app, &one, 1, 0, order_cb, &calls[i]);
+        if (rc != VARLOG_OK)
+            fail_msg("append %ld: %s: %s", i, varlog_err_name(rc), varlog_last_error());
+    }
+    int64_t appended = test_now_ms();
+    bool all = atu_wait_at_least(&st.sync, &st.callbacks, n, delivery + cf_wait_bound_ms());
+    print_message("    %ld calls: %ld TIMED_OUT, %ld callbacks after a later call's; the last "
+                  "%lld ms after the last append\n",
+                  n, atomic_load(&st.timed_out), atomic_load(&st.reordered),
+                  (long long)(test_now_ms() - appended));
+    if (!all)
+        fail_msg("%ld of %ld callbacks within the delivery timeout and %lld ms", st.callbacks, n,
+                 (long long)cf_wait_bound_ms());
+    assert_int_equal(atomic_load(&st.reordered), 0);
+    assert_int_equal(atomic_load(&st.timed_out), n);
+    fx_stop(&x);
+    atu_sync_destroy(&st.sync);
+    free(calls);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -405,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_own_deadline_denies_nothing),
         cmocka_unit_test(test_younger_batch_not_failed_early),
         cmocka_unit_test(test_expired_by_stream_failure_says_where),
+        cmocka_unit_test(test_hung_node_fast_producer_keeps_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

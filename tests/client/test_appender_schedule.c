@@ -10,7 +10,12 @@
  *   - a lane whose stream is gone carries no flag from it (checked on the appender's own
  *     thread at every round: app_expire_waiting_locked is wrapped at link time);
  *   - every error names its real cause: a code the node was made to send, the appender's own
- *     delivery deadline, a hung node's attempt timeout, or the close.
+ *     delivery deadline, a hung node's attempt timeout, or the close;
+ *   - in bound mode, callbacks run in call order, whatever their outcome (issue 34: a
+ *     deadline that settled an older batch in flight or in a retry and younger waiting ones
+ *     ran the younger ones' callbacks first). In topic mode a batch sent again after a
+ *     failure may go after younger ones (appender.h); the tracker checks there the order of
+ *     the calls stored in each log stream.
  *
  * VARLOG_SCHEDULE_SEED=<n> replays a schedule (the same steps and configurations; the
  * interleaving with the network is the machine's); VARLOG_SCHEDULE_SECONDS sets how long it
@@ -103,8 +108,13 @@ static atomic_long g_holds, g_windows;
 int64_t __real_app_inflight_deadline(const app_lane_t *lane);
 int64_t __wrap_app_inflight_deadline(const app_lane_t *lane);
 
+/* On the appender's thread, which completes its own streams in its poller's poll: what
+ * reached the stream while the check is held gets in only when it polls, here, as its own
+ * wait would (test_appender_lane's poll_in). */
 static bool all_answered(const app_lane_t *lane)
 {
+    while (rpc_poller_poll(lane->app->poller, 0) != RPC_POLL_TIMEOUT)
+        ;
     return rpc_stream_buffered(lane->st.rpc) >= lane->inflight.n;
 }
 
@@ -121,6 +131,9 @@ int64_t __wrap_app_inflight_deadline(const app_lane_t *lane)
     if (due - now > hold)
         return expiry;
     atomic_fetch_add(&g_holds, 1);
+    /* The time under test is the deadline: the check waits for the clock to pass it (in 1 ms
+     * steps, polling the answers in), then at most 5 ms more for answers already on their
+     * way. */
     while ((now = wire_now_ms()) < due || (!all_answered(lane) && now < due + 5))
         nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     if (all_answered(lane))
@@ -175,6 +188,7 @@ struct episode {
     uint64_t denials_base;
     scall_t *calls;
     size_t n_calls;
+    atomic_long last_cb; /* bound mode: the call of the last callback (-1: none yet) */
     long steps, appends, faults, closes;
 };
 
@@ -205,7 +219,7 @@ static void *stall_watch(void *arg)
     int64_t limit = STALL_MS * (test_under_valgrind() || test_under_tsan() ? 10 : 1);
     while (!atomic_load(&ep->watch_stop)) {
         int64_t t = test_now_ms();
-        sleep_ms(5);
+        sleep_ms(5); /* the measure itself: how far past 5 ms this sleep returns */
         int64_t now = test_now_ms();
         if (now - t - 5 > limit) {
             atomic_store(&ep->stalled_at, now);
@@ -307,9 +321,17 @@ static void sched_cb(const varlog_append_result_t *r, void *opaque)
                      (long long)ep->slack);
     if (atomic_load(&ep->closed_gen) >= sc->gen)
         atu_note_bad("call %ld: callback after its appender's close returned", sc->c.seq);
+    /* Calls are numbered in append order, across the appenders of the episode (each one's
+     * callbacks all ran when its close returned). */
+    long before = atomic_exchange(&ep->last_cb, sc->c.seq);
+    if (!ep->topic && before > sc->c.seq)
+        atu_note_bad("call %ld: %s callback after call %ld's: out of call order", sc->c.seq,
+                     varlog_err_name(r->err), before);
     if (r->err != VARLOG_OK)
         check_cause(sc, r);
-    if (sc->slow_ms > 0) /* a callback that takes a while, as appender.h allows */
+    /* A callback that takes a while, as appender.h allows: the time it takes is part of the
+     * schedule (it delays the thread's noticing of deadlines, which the slack covers). */
+    if (sc->slow_ms > 0)
         nanosleep(&(struct timespec){.tv_sec = sc->slow_ms / 1000,
                                      .tv_nsec = (sc->slow_ms % 1000) * 1000000},
                   NULL);
@@ -489,14 +511,6 @@ static bool call_settled(void *arg)
     return atomic_load(&((scall_t *)arg)->c.cbs) > 0;
 }
 
-static bool all_settled(episode_t *ep)
-{
-    for (size_t i = 0; i < ep->n_calls; i++)
-        if (ep->calls[i].queued && atomic_load(&ep->calls[i].c.cbs) == 0)
-            return false;
-    return true;
-}
-
 static int64_t time_unit(void)
 {
     return test_under_valgrind() || test_under_tsan() ? 10 : 1;
@@ -509,6 +523,7 @@ static void episode_run(uint64_t seed, int64_t budget_ms)
     ep->calls = calloc(MAX_CALLS, sizeof(*ep->calls));
     assert_non_null(ep->calls);
     ep->rng = seed;
+    atomic_init(&ep->last_cb, -1);
     int64_t tu = time_unit();
     ep->topic = rng_pct(&ep->rng, 50);
     ep->n_ls = ep->topic ? 1 + (int32_t)rng_below(&ep->rng, 2) : 1;
@@ -571,8 +586,8 @@ static void episode_run(uint64_t seed, int64_t budget_ms)
             print_message("    step %d: %lld (calls %zu)\n", g_step, (long long)pick, ep->n_calls);
         if (pick < 40)
             step_append(ep);
-        else if (pick < 55)
-            sleep_ms(rng_below(&ep->rng, ep->delivery)); /* deadlines pass */
+        else if (pick < 55) /* pacing the schedule: deadlines pass while nothing happens */
+            sleep_ms(rng_below(&ep->rng, ep->delivery));
         else if (pick < 67)
             step_fault(ep);
         else if (pick < 87)
@@ -587,11 +602,11 @@ static void episode_run(uint64_t seed, int64_t budget_ms)
     /* The end: a clean node, the last calls settled by their deadlines, then a close. */
     step_clean(ep);
     atomic_store(&g_hold_ms, 0);
+    /* Waits for the event (the tracker counts every callback of the episode, one per call
+     * queued), bounded by the last deadline plus the slack; check_step then fails a call
+     * that had none by its deadline. */
     int64_t settle_end = test_now_ms() + ep->delivery + ep->slack;
-    while (!all_settled(ep) && test_now_ms() < settle_end) {
-        sleep_ms(10 * time_unit());
-        check_step(ep);
-    }
+    atu_wait_at_least(&ep->x.t.sync, &ep->x.t.callbacks, ep->appends, settle_end - test_now_ms());
     check_step(ep);
     step_close(ep);
     long ok = 0, failed = 0;

@@ -41,9 +41,11 @@
  * The records of one call are stored together, in one log stream, with consecutive GLSNs
  * and LLSNs, or not at all. Calls made one after another (by one thread, or ordered by the
  * application) are stored in that order within a log stream and their callbacks run in that
- * order for the log stream. In topic mode a batch moved to another log stream after a
- * failure is stored after the batches already sent there, and callbacks of different log
- * streams interleave in the order their answers arrive.
+ * order for the log stream, whatever their outcome: when a deadline, a failure or the close
+ * settles several batches at once, an older batch (in flight, or waiting to be sent again)
+ * has its callbacks before the younger ones waiting behind it. In topic mode a batch moved
+ * to another log stream after a failure is stored after the batches already sent there, and
+ * callbacks of different log streams interleave in the order their answers arrive.
  *
  * Failures: when an Append stream fails, every batch on it gets an outcome. Batches certainly
  * not stored are sent again after a jittered backoff (append.retries, append.retry.backoff.ms
