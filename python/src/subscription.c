@@ -6,6 +6,7 @@
  * copied once into a bytes object: the library's buffer is valid only until the next call. */
 #include "varlog_py.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define WAIT_CHUNK_MS 100
@@ -15,6 +16,9 @@ struct vp_subscription {
         /* guarded by mu, which is only ever waited for with the GIL released (or tried) */
         varlog_subscription_t *sub;
     pthread_mutex_t mu;
+    /* closes waiting for mu: a reader stops taking it back, as a mutex is not fair and a
+     * reader that relocks after each chunk of its wait could keep a close out for ever */
+    atomic_int closers;
     vp_client_t *client;
     PyObject *weakreflist;
     varlog_err_t ended; /* END, or the failure, once reported (GIL-guarded) */
@@ -93,6 +97,7 @@ static PyObject *adopt_sub(vp_client_t *c, varlog_subscription_t *sub)
     }
     s->sub = sub;
     pthread_mutex_init(&s->mu, NULL);
+    atomic_init(&s->closers, 0);
     s->client = c;
     Py_INCREF(c);
     s->weakreflist = NULL;
@@ -136,17 +141,20 @@ static void sub_close_impl(vp_subscription_t *s)
 {
     varlog_subscription_t *p;
     Py_BEGIN_ALLOW_THREADS
+    atomic_fetch_add(&s->closers, 1);
     pthread_mutex_lock(&s->mu);
     p = s->sub;
     s->sub = NULL;
     varlog_subscription_close(&p);
     pthread_mutex_unlock(&s->mu);
+    atomic_fetch_sub(&s->closers, 1);
     Py_END_ALLOW_THREADS
 }
 
 void vp_subscription_forget(vp_subscription_t *s)
 {
     pthread_mutex_init(&s->mu, NULL); /* a reader of the parent may have held it */
+    atomic_init(&s->closers, 0);
     s->sub = NULL;
 }
 
@@ -194,10 +202,15 @@ static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *
         if (timeout_ms >= 0 && timeout_ms - waited < chunk)
             chunk = timeout_ms - waited;
         Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&s->mu);
-        err = next_locked(s, chunk, &e, &gone);
-        if (err != VARLOG_OK)
-            pthread_mutex_unlock(&s->mu);
+        if (atomic_load(&s->closers) > 0) { /* a close waits for mu: let it in */
+            err = VARLOG_ERR_CLOSED;
+            gone = true;
+        } else {
+            pthread_mutex_lock(&s->mu);
+            err = next_locked(s, chunk, &e, &gone);
+            if (err != VARLOG_OK)
+                pthread_mutex_unlock(&s->mu);
+        }
         Py_END_ALLOW_THREADS
         if (err == VARLOG_OK) {
             res = entry_new(&e);
