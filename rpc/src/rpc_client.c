@@ -148,11 +148,10 @@ static void *io_thread_main(void *arg)
                 break;
             c->io_parked = true;
             c->io_timed = until != INT64_MAX;
-            if (c->io_timed)
-                atomic_store(&c->io_untimed, false);
             if (!c->io_timed) {
                 pthread_cond_wait(&c->io_wake, &c->mu);
             } else {
+                atomic_store(&c->io_untimed, false);
                 struct timespec ts;
                 int64_t left = until - wire_now_ms();
                 abs_deadline(&ts, left > 0 ? left : 0);

@@ -50,11 +50,9 @@ varlog_err_t rpc_poller_new(rpc_client_t *c, rpc_poller_t **out)
 {
     if (!out)
         return VARLOG_ERR_INVALID_ARG;
-    if (!c) {
-        *out = NULL;
-        return VARLOG_ERR_INVALID_ARG;
-    }
     *out = NULL;
+    if (!c)
+        return VARLOG_ERR_INVALID_ARG;
     rpc_poller_t *p = calloc(1, sizeof(*p));
     if (!p)
         return VARLOG_ERR_NOMEM;
