@@ -379,13 +379,10 @@ static void stop_and_outlast(tcall_t *tc)
     sleep_ms(tc->other->due_ms - test_now_ms() + 20);
 }
 
-/* A batch whose deadline passed and that a stream failure (not its deadline) settles: the
- * TIMED_OUT text says where the batch was and what failed, in words (issue 24, section 3:
- * it read "passed  after 1 attempt"). */
-static void test_expired_by_stream_failure_says_where(void **state)
+/* One try of the scenario below: true when Y was settled by its stream's failure, false when
+ * the deadline's own cancel came first. */
+static bool try_expired_by_stream_failure(int64_t u)
 {
-    (void)state;
-    int64_t u = unit_ms();
     char dt[32];
     snprintf(dt, sizeof(dt), "%lld", (long long)(3 * u));
     fixture_t x;
@@ -407,9 +404,38 @@ static void test_expired_by_stream_failure_says_where(void **state)
     assert_int_equal(t[1].c.err, VARLOG_ERR_TIMED_OUT);
     assert_null(strstr(t[1].text, "  "));
     assert_non_null(strstr(t[1].text, "while the batch was in flight to log stream 1 of topic 1"));
-    assert_non_null(strstr(t[1].text, "unavailable"));
+    assert_non_null(strstr(t[1].text, "; the last: "));
+    bool by_failure = strstr(t[1].text, "unavailable") != NULL;
+    if (!by_failure)
+        assert_non_null(strstr(t[1].text, "cancelled at the delivery deadline"));
     fx_stop(&x);
     free(t);
+    return by_failure;
+}
+
+/* A batch whose deadline passed and that a stream failure (not its deadline) settles: the
+ * TIMED_OUT text says where the batch was and what failed, in words (issue 24, section 3:
+ * it read "passed  after 1 attempt").
+ *
+ * When X's callback returns, Y's deadline has passed and the node's end is in the socket;
+ * the appender reads what came during the stall before it checks deadlines, but gRPC can take
+ * more than one pass over the socket to turn the bytes into the stream's end (a GOAWAY read
+ * alone ends nothing), so now and then the deadline's cancel comes first (1 run of CI's in
+ * about 30). Both texts are true and both are checked; the path under test is the failure's,
+ * so the scenario repeats until it takes that path, a few times at most. */
+static void test_expired_by_stream_failure_says_where(void **state)
+{
+    (void)state;
+    int64_t u = unit_ms();
+    int tries = 0;
+    bool by_failure = false;
+    while (!by_failure && tries < 6) {
+        by_failure = try_expired_by_stream_failure(u);
+        tries++;
+    }
+    print_message("    settled by the stream's failure after %d tr%s\n", tries,
+                  tries == 1 ? "y" : "ies");
+    assert_true(by_failure);
 }
 
 /* ---- call order at the deadline, with the defaults (issue 34) ----------------------------- */
