@@ -2,6 +2,7 @@
  * task on the client's pool engine, each retry preceded by a metadata lookup that concurrent
  * retries share through the pool batcher. Each call reports whether its records were
  * stored, certainly not stored, or perhaps stored. */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,13 @@ static void op_finish(append_op_t *op, varlog_err_t err, const char *text)
 
 /* ---- one attempt --------------------------------------------------------------------------- */
 
+/* Whether the op waits out a refusal until its deadline rather than counting attempts: the
+ * default (append.retries -1) with a timeout. */
+static bool op_waits(const append_op_t *op)
+{
+    return op->c->conf->append_retries < 0 && op->deadline_ms >= 0;
+}
+
 static void attempt_fail(attempt_result_t *r, varlog_err_t err, bool retriable, const char *fmt,
                          ...) __attribute__((format(printf, 4, 5)));
 
@@ -205,9 +213,12 @@ static void attempt(append_op_t *op, attempt_result_t *r)
         }
         if (err != VARLOG_OK) {
             /* No log stream to try, even in metadata fresher than
-             * metadata.recheck.interval.ms: a retry cannot make one appear sooner than the
-             * caller's next call would see it. */
-            attempt_fail(r, err, false, "append to topic %d: %s", op->topic_id, why);
+             * metadata.recheck.interval.ms. Waiting (the default), the call waits for an
+             * unseal or a new log stream until its deadline, the metadata looked up again
+             * before each retry; counting retries, a retry could not make one appear sooner
+             * than the caller's next call would see it. */
+            attempt_fail(r, err, err == VARLOG_ERR_NO_LOG_STREAM && op_waits(op),
+                         "append to topic %d: %s", op->topic_id, why);
             goto out;
         }
     }
@@ -219,8 +230,9 @@ static void attempt(append_op_t *op, attempt_result_t *r)
         goto out;
     }
     if (op->fixed_log_stream && l->sealed && nth > 1) {
-        /* Fresh metadata confirms it: retrying the same log stream cannot succeed. */
-        attempt_fail(r, VARLOG_ERR_SEALED, false, "log stream %d of topic %d is sealed", ls,
+        /* Fresh metadata confirms it: the same log stream refuses until it is unsealed, which
+         * a waiting call waits for (the metadata is looked up again before each retry). */
+        attempt_fail(r, VARLOG_ERR_SEALED, op_waits(op), "log stream %d of topic %d is sealed", ls,
                      op->topic_id);
         goto out;
     }
@@ -305,6 +317,13 @@ out:
     md_view_unref(v);
 }
 
+unsigned append_max_attempts(const varlog_conf_t *conf, bool has_deadline)
+{
+    if (conf->append_retries >= 0)
+        return (unsigned)conf->append_retries + 1;
+    return has_deadline ? UINT_MAX : APPEND_RETRIES_WITHOUT_DEADLINE + 1;
+}
+
 static bool should_retry(append_op_t *op, const attempt_result_t *r)
 {
     varlog_client_t *c = op->c;
@@ -314,7 +333,7 @@ static bool should_retry(append_op_t *op, const attempt_result_t *r)
     if (r->v.ambiguous && !c->conf->append_retry_maybe_appended)
         return false;
     pthread_mutex_lock(&op->mu);
-    bool budget = !op->done && op->attempts < (unsigned)c->conf->append_retries + 1;
+    bool budget = !op->done && op->attempts < append_max_attempts(c->conf, op->deadline_ms >= 0);
     pthread_mutex_unlock(&op->mu);
     return budget;
 }
@@ -413,7 +432,7 @@ static void retry_release(void *arg)
 static vq_task_spec_t retry_spec(append_op_t *op)
 {
     varlog_client_t *c = op->c;
-    unsigned left_attempts = (unsigned)c->conf->append_retries + 1 - op->attempts;
+    unsigned left_attempts = append_max_attempts(c->conf, op->deadline_ms >= 0) - op->attempts;
     int64_t grace_ms = c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000;
     int64_t left = client_remaining_ms(op->deadline_ms);
     vq_task_spec_t spec = {.handler = retry_handler,
@@ -475,9 +494,15 @@ static void await_result(append_op_t *op)
     if (!op->done) {
         op->abandoned = true;
         char text[sizeof(op->errtext)];
-        snprintf(text, sizeof(text),
-                 "append to topic %d: no result within the call's timeout after %u attempts",
-                 op->topic_id, op->attempts);
+        if (op->attempts > 0 && op->err != VARLOG_OK)
+            snprintf(text, sizeof(text),
+                     "append to topic %d: no result within the call's timeout after %u "
+                     "attempt%s; the last: %.250s",
+                     op->topic_id, op->attempts, op->attempts == 1 ? "" : "s", op->errtext);
+        else
+            snprintf(text, sizeof(text),
+                     "append to topic %d: no result within the call's timeout after %u attempts",
+                     op->topic_id, op->attempts);
         op_finish_locked(op, VARLOG_ERR_TIMED_OUT, text);
     }
     pthread_mutex_unlock(&op->mu);

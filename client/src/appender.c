@@ -263,7 +263,8 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->queue_max_bytes = (uint64_t)conf->appender_queue_max_bytes;
     app->attempt_timeout_ms = conf->append_attempt_timeout_ms;
     app->delivery_timeout_ms = conf->appender_delivery_timeout_ms;
-    app->max_attempts = (unsigned)conf->append_retries + 1;
+    app->max_attempts = append_max_attempts(conf, app->delivery_timeout_ms > 0);
+    app->waits = conf->append_retries < 0 && app->delivery_timeout_ms > 0;
     app->retry_maybe = conf->append_retry_maybe_appended;
     app->timed = conf->stats_latency;
     if (app->timed)

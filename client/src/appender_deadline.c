@@ -24,10 +24,16 @@ void app_batch_fail_expired(app_batch_t *b, const char *what, const char *last)
                    b->attempts == 1 ? "" : "s", tried ? "; the last: " : "", tried ? last : "");
 }
 
-/* The batch's text of its last failed attempt, before it is overwritten. */
-static void last_attempt(const app_batch_t *b, char *out, size_t size)
+/* The batch's text of its last failed attempt, before it is overwritten; for a batch never
+ * sent because no log stream of the topic took appends, that. */
+static void last_attempt(const app_thread_state_t *ts, const app_batch_t *b, char *out, size_t size)
 {
-    snprintf(out, size, "%s", b->attempts > 0 ? b->errtext : "");
+    if (b->attempts > 0)
+        snprintf(out, size, "%s", b->errtext);
+    else if (!ts->app->fixed_ls && ts->no_lane != VARLOG_OK)
+        snprintf(out, size, "append to topic %d: %s", ts->app->topic_id, ts->no_lane_why);
+    else
+        out[0] = '\0';
 }
 
 int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
@@ -40,7 +46,7 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
         blist_pop(&app->ready);
         b->state = SLOT_OUT;
         char last[sizeof(b->errtext)];
-        last_attempt(b, last, sizeof(last));
+        last_attempt(ts, b, last, sizeof(last));
         app_batch_fail_expired(b, "before the batch could be sent", last);
         app_settle(ts, b);
     }
@@ -68,7 +74,7 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
             if (app_batch_expired(b, now_ms)) {
                 b->state = SLOT_OUT;
                 char last[sizeof(b->errtext)];
-                last_attempt(b, last, sizeof(last));
+                last_attempt(ts, b, last, sizeof(last));
                 app_batch_fail_expired(b, "while the batch waited to be sent again", last);
                 app_settle(ts, b);
             } else {

@@ -131,6 +131,9 @@ struct varlog_appender {
     int64_t attempt_timeout_ms;
     int64_t delivery_timeout_ms; /* 0 = none */
     unsigned max_attempts;
+    /* append.retries -1 with a delivery deadline: a refusal is waited out until the deadline
+     * (no log stream appendable, a sealed one) rather than failed at once. */
+    bool waits;
     bool retry_maybe;
     bool timed; /* stats.latency: calls carry their start time */
     size_t slot_cap;

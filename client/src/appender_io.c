@@ -273,6 +273,16 @@ static int64_t lane_check_timeout(app_thread_state_t *ts, app_lane_t *lane, int6
 
 /* ---- metadata ------------------------------------------------------------------------------ */
 
+/* Whether any call waits for its callback: metadata looked up for the appender's sake is
+ * wanted only then. Takes mu. */
+static bool app_pending(varlog_appender_t *app)
+{
+    pthread_mutex_lock(&app->mu);
+    bool pending = app->pending_calls > 0;
+    pthread_mutex_unlock(&app->mu);
+    return pending;
+}
+
 /* Topic mode: lanes for log streams that joined the topic, and the allowed set. Without mu. */
 static void refresh_lanes(app_thread_state_t *ts)
 {
@@ -306,8 +316,10 @@ static void refresh_lanes(app_thread_state_t *ts)
     bool fixed_sealed = fixed && fixed->sealed;
     md_view_unref(v);
     if (app->fixed_ls) {
-        if (fixed_sealed)
-            client_recheck_async(c); /* its batches fail SEALED until fresh metadata says not */
+        /* Its batches are refused until fresh metadata says unsealed: asked for while any
+         * wait, not while the appender idles. */
+        if (fixed_sealed && app_pending(app))
+            client_recheck_async(c);
         return;
     }
     if (ts->allowed_cap < app->n_lanes) {
@@ -333,7 +345,9 @@ static void refresh_lanes(app_thread_state_t *ts)
     }
     /* Nothing to send to, or log streams passed over: fresh metadata may show them fit (an
      * unseal, a log stream added) long before the periodic refresh would. */
-    if (ts->no_lane != VARLOG_OK || allowlist_passes_over(&c->allow, app->topic_id, wire_now_ms()))
+    if ((ts->no_lane != VARLOG_OK ||
+         allowlist_passes_over(&c->allow, app->topic_id, wire_now_ms())) &&
+        app_pending(app))
         client_recheck_async(c);
 }
 
@@ -456,7 +470,10 @@ static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
         next = expiry;
     if (app->fixed_ls && app->lanes[0]->held)
         return next;
-    if (!app->fixed_ls && ts->no_lane != VARLOG_OK && app->ready.head) {
+    /* Waiting, no appendable log stream is waited out: the batches stay ready, in order,
+     * until new metadata shows one (the lanes' refresh asks for it) or their deadline. */
+    bool wait_for_lane = app->waits && ts->no_lane == VARLOG_ERR_NO_LOG_STREAM;
+    if (!app->fixed_ls && ts->no_lane != VARLOG_OK && app->ready.head && !wait_for_lane) {
         /* No log stream to send to: nothing will change that but new metadata. */
         app_batch_t *b;
         while ((b = blist_pop(&app->ready))) {
@@ -493,7 +510,7 @@ static int64_t plan_locked(app_thread_state_t *ts, int64_t now, bool *work)
 static void fail_sealed_retries(app_thread_state_t *ts)
 {
     varlog_appender_t *app = ts->app;
-    if (!app->fixed_ls)
+    if (!app->fixed_ls || app->waits) /* waiting: the node's refusal backs off until unsealed */
         return;
     bool returning = false;
     for (const app_batch_t *b = app->outboxes[0].head; b && !returning; b = b->next)

@@ -166,6 +166,14 @@ varlog_err_t append_check_records(const append_limits_t *lim, const varlog_recor
  * jittered doubling) for a task with attempts_left attempts, each after a delay. */
 vq_retry_t append_retry_policy(const varlog_client_t *c, unsigned attempts_left);
 
+/* append.retries -1 where a call has no deadline (timeout -1, appender.delivery.timeout.ms 0):
+ * the retries it gets, since it cannot wait for a deadline. */
+#define APPEND_RETRIES_WITHOUT_DEADLINE 3
+
+/* Attempts an append gets: append.retries + 1 where it is set; with the default (-1), no
+ * count (UINT_MAX) for a call with a deadline, which waits until then. */
+unsigned append_max_attempts(const varlog_conf_t *conf, bool has_deadline);
+
 /* append.c: the retry engine's lookups and lifecycle. */
 varlog_err_t append_engine_start(varlog_client_t *c);
 void append_engine_stop(varlog_client_t *c);

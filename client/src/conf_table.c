@@ -72,8 +72,13 @@ static const conf_property_t props[] = {
              "appends pass over. Such lookups are shared by every caller of the client. An "
              "unsealed or new log stream is used within about this time of the cluster "
              "showing it. 0 turns them off (then only the periodic refresh notices)."),
-    INT_PROP("append.retries", append_retries, "3", 0, 100, "",
-             "Retries after a failed attempt of varlog_append or varlog_append_to. 0 means a "
+    INT_PROP("append.retries", append_retries, "-1", -1, 100, "",
+             "Retries after a failed attempt of an append (varlog_append, varlog_append_to, the "
+             "pipelined appender). -1: no count; a failure after which the records are "
+             "certainly not stored (a sealed log stream, no appendable log stream, a refused "
+             "connection, a full node) is retried, with backoff, until the call's deadline "
+             "(its timeout, appender.delivery.timeout.ms for the appender), waiting for the "
+             "cluster to take appends again; 3 retries where there is no deadline. 0 means a "
              "single attempt."),
     INT_PROP("append.retry.backoff.ms", append_retry_backoff_ms, "10", 1, 60000, MS,
              "Base delay before the first retry; each further retry doubles it, up to "

@@ -100,7 +100,7 @@ CALL(conf_set_unknown, conf_set("append.retriez", "1"))
 CALL(conf_set_empty_name, conf_set("", "1"))
 CALL(conf_set_long_name, conf_set(LONG_NAME, "1"))
 CALL(conf_set_above, conf_set("append.retries", "101"))
-CALL(conf_set_below, conf_set("append.retries", "-1"))
+CALL(conf_set_below, conf_set("append.retries", "-2"))
 CALL(conf_set_overflow, conf_set("append.retries", "99999999999999999999"))
 CALL(conf_set_long_value, conf_set("append.retries", LONG_DIGITS))
 CALL(conf_set_long_bool, conf_set("append.retry.maybe.appended", LONG_DIGITS))
@@ -274,7 +274,7 @@ static const bi_row_t conf_rows[] = {
     R(varlog_conf_set, "unknown name", INVAL, "unknown property", conf_set_unknown),
     R(varlog_conf_set, "empty name", INVAL, "unknown property", conf_set_empty_name),
     R(varlog_conf_set, "4 KiB name", INVAL, "unknown property", conf_set_long_name),
-    R(varlog_conf_set, "above the range", INVAL, "out of range [0, 100]", conf_set_above),
+    R(varlog_conf_set, "above the range", INVAL, "out of range [-1, 100]", conf_set_above),
     R(varlog_conf_set, "below the range", INVAL, "out of range", conf_set_below),
     R(varlog_conf_set, "beyond int64", INVAL, "out of range", conf_set_overflow),
     R(varlog_conf_set, "64 KiB of digits", INVAL, "out of range", conf_set_long_value),

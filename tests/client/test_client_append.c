@@ -79,7 +79,8 @@ static void test_sealed_log_stream_goes_elsewhere(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 2, "append.retry.backoff.ms", "1", NULL);
+    /* Counting retries (append.retries set), as before the default waited for an unseal. */
+    cf_start(&f, 1, 2, "append.retry.backoff.ms", "1", "append.retries", "3", NULL);
     assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
     varlog_record_t rec = cf_record("x");
     for (int i = 0; i < 4; i++) {
@@ -309,7 +310,7 @@ static void test_concurrent_failures_share_lookups(void **state)
     enum { N = 16, BATCH = 8 };
     client_fixture_t f;
     cf_start(&f, 1, 2, "lookup.batch.size", "8", "retry.workers", "8", "lookup.batch.wait.ms",
-             "60000", "append.retry.backoff.ms", "1", NULL);
+             "60000", "append.retry.backoff.ms", "1", "append.retries", "3", NULL);
     assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
     uint64_t before = varlog_server_call_count(f.srv, CF_PATH_METADATA);
     struct sealed_worker w[N];

@@ -54,7 +54,7 @@ static void test_topic_without_log_streams(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 1, NULL);
+    cf_start(&f, 1, 1, "append.retries", "3", NULL); /* counting: no wait for a log stream */
     int32_t topic = 0;
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, TIMEOUT), VARLOG_OK);
@@ -79,7 +79,7 @@ static void test_sealed_left_out(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 2, NULL);
+    cf_start(&f, 1, 2, "append.retries", "3", NULL); /* counting: every one sealed fails */
     assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, TIMEOUT), VARLOG_OK);
     int32_t ids[2];

@@ -60,7 +60,7 @@ static void test_append_resumes_after_unseal(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", RECHECK_MS, NULL);
+    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", RECHECK_MS, "append.retries", "3", NULL);
     seal_all_seen(&f, 1);
     assert_int_equal(varlog_server_unseal(f.srv, 1, 1), VARLOG_OK);
     int32_t ls = 0;
@@ -76,7 +76,7 @@ static void test_append_resumes_after_append_to(void **state)
     (void)state;
     client_fixture_t f;
     /* No rechecks of their own: only the append_to's success can tell. */
-    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", "0", NULL);
+    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", "0", "append.retries", "3", NULL);
     seal_all_seen(&f, 1);
     assert_int_equal(varlog_server_unseal(f.srv, 1, 1), VARLOG_OK);
     varlog_record_t rec = cf_record("x");
@@ -92,7 +92,7 @@ static void test_append_resumes_after_log_stream_added(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", RECHECK_MS, NULL);
+    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", RECHECK_MS, "append.retries", "3", NULL);
     int32_t topic = 0;
     assert_int_equal(varlog_server_add_topic(f.srv, &topic), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, TIMEOUT), VARLOG_OK);
@@ -113,7 +113,7 @@ static void test_unsealed_log_stream_used_again(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 2, "metadata.recheck.interval.ms", RECHECK_MS, NULL);
+    cf_start(&f, 1, 2, "metadata.recheck.interval.ms", RECHECK_MS, "append.retries", "3", NULL);
     assert_int_equal(varlog_server_seal(f.srv, 1, 2), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, TIMEOUT), VARLOG_OK);
     assert_int_equal(varlog_server_unseal(f.srv, 1, 2), VARLOG_OK);
@@ -169,7 +169,7 @@ static void test_appender_resumes_after_unseal(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", RECHECK_MS, NULL);
+    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", RECHECK_MS, "append.retries", "3", NULL);
     varlog_appender_t *app = NULL;
     assert_int_equal(varlog_appender_new(f.client, 1, 0, &app), VARLOG_OK);
     outcomes_t o = {0};
@@ -190,7 +190,7 @@ static void test_appender_uses_unsealed_log_stream(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 2, "metadata.recheck.interval.ms", RECHECK_MS, NULL);
+    cf_start(&f, 1, 2, "metadata.recheck.interval.ms", RECHECK_MS, "append.retries", "3", NULL);
     assert_int_equal(varlog_server_seal(f.srv, 1, 2), VARLOG_OK);
     assert_int_equal(varlog_client_refresh(f.client, TIMEOUT), VARLOG_OK);
     varlog_appender_t *app = NULL;
@@ -217,7 +217,7 @@ static void test_rechecks_rate_limited(void **state)
     int64_t interval = test_under_valgrind() || test_under_tsan() ? 3000 : 200;
     char iv[32];
     snprintf(iv, sizeof(iv), "%lld", (long long)interval);
-    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", iv, NULL);
+    cf_start(&f, 1, 1, "metadata.recheck.interval.ms", iv, "append.retries", "3", NULL);
     seal_all_seen(&f, 1);
     uint64_t before = varlog_server_call_count(f.srv, CF_PATH_METADATA);
     int64_t start = test_now_ms();

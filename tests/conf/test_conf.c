@@ -38,7 +38,7 @@ static const struct prop_case cases[] = {
     {"metadata.refresh.interval.ms", "60000", "0", "off", "-1", "86400001", "[0, 86400000]"},
     {"metadata.recheck.interval.ms", "1000", "0", "off", "-1", "600001", "[0, 600000]"},
     {"appender.delivery.timeout.ms", "30000", "0", "30s", "-1", "86400001", "[0, 86400000]"},
-    {"append.retries", "3", "100", "abc", "-1", "101", "[0, 100]"},
+    {"append.retries", "-1", "100", "abc", "-2", "101", "[-1, 100]"},
     {"append.retry.backoff.ms", "10", "1", "ten", "0", "60001", "[1, 60000]"},
     {"append.retry.backoff.max.ms", "1000", "600000", "1.5", "0", "600001", "[1, 600000]"},
     {"append.retry.maybe.appended", "false", "true", "maybe", NULL, NULL, NULL},
@@ -288,7 +288,7 @@ static void test_typed_fields(void **state)
     varlog_conf_t *conf = varlog_conf_new();
     assert_null(conf->metadata_addresses);
     assert_int_equal(conf->cluster_id, 1);
-    assert_int_equal(conf->append_retries, 3);
+    assert_int_equal(conf->append_retries, -1);
     assert_false(conf->append_retry_maybe_appended);
     assert_int_equal(conf->log_level, VARLOG_LOG_WARNING);
     assert_int_equal(conf->debug_contexts, 0);
@@ -317,7 +317,7 @@ static void test_exact_error_texts(void **state)
     assert_string_equal(set_fails(conf, "append.retries", "abc"),
                         "append.retries: \"abc\" is not an integer");
     assert_string_equal(set_fails(conf, "append.retries", "1000"),
-                        "append.retries: 1000 is out of range [0, 100]");
+                        "append.retries: 1000 is out of range [-1, 100]");
     assert_string_equal(set_fails(conf, "foo.bar", "1"), "unknown property \"foo.bar\"");
     assert_string_equal(set_fails(conf, "log.level", "loud"),
                         "log.level: \"loud\" is not one of emerg, alert, crit, err, warning, "
@@ -341,8 +341,8 @@ static void test_integers_are_strict_decimal(void **state)
                                  "9223372036854775807",  "9223372036854775808",
                                  "-9223372036854775808", "18446744073709551619"};
     for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++)
-        assert_contains(set_fails(conf, "append.retries", huge[i]), "out of range [0, 100]");
-    assert_string_equal(get(conf, "append.retries"), "3");
+        assert_contains(set_fails(conf, "append.retries", huge[i]), "out of range [-1, 100]");
+    assert_string_equal(get(conf, "append.retries"), "-1");
     set_ok(conf, "append.retries", "007");
     assert_string_equal(get(conf, "append.retries"), "7");
     set_ok(conf, "append.retries", "-0");
@@ -486,7 +486,7 @@ static void test_errstr_truncation(void **state)
 {
     (void)state;
     varlog_conf_t *conf = varlog_conf_new();
-    const char *full = "append.retries: 1000 is out of range [0, 100]";
+    const char *full = "append.retries: 1000 is out of range [-1, 100]";
     char buf[16];
 
     memset(buf, 'x', sizeof(buf));
@@ -510,7 +510,7 @@ static void test_errstr_truncation(void **state)
     assert_int_equal(varlog_conf_set(conf, "append.retries", "1000", NULL, 64),
                      VARLOG_ERR_INVALID_ARG);
     assert_string_equal(varlog_last_error(), full);
-    assert_string_equal(get(conf, "append.retries"), "3");
+    assert_string_equal(get(conf, "append.retries"), "-1");
     varlog_conf_destroy(conf);
 }
 
@@ -593,7 +593,7 @@ static void test_null_arguments(void **state)
     varlog_conf_set_log_cb(NULL, NULL, NULL);
     varlog_conf_destroy(NULL);
     assert_int_equal(conf_validate(NULL), VARLOG_ERR_INVALID_ARG);
-    assert_string_equal(get(conf, "append.retries"), "3");
+    assert_string_equal(get(conf, "append.retries"), "-1");
     varlog_conf_destroy(conf);
 }
 
