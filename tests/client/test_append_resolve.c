@@ -423,8 +423,8 @@ static void test_trimmed_start(void **state)
 
 /* ---- failures -------------------------------------------------------------------------------- */
 
-/* A replica slower than the deadline: TIMED_OUT at the deadline, not at the server's delay,
- * every verdict UNKNOWN. */
+/* A replica slower than the deadline, in its metadata or in its window's read: TIMED_OUT at
+ * the deadline, not at the server's delay, every verdict UNKNOWN. */
 static void test_deadline(void **state)
 {
     (void)state;
@@ -450,6 +450,18 @@ static void test_deadline(void **state)
     assert_true(took < bound + slack);
     assert_verdict(&t, RESOLVE_UNKNOWN);
     assert_has(why, "TIMED_OUT");
+    varlog_server_clear_faults(f.srv);
+    /* The same when the window's read is what hangs. */
+    assert_int_equal(varlog_server_delay(f.srv, PATH_SUBSCRIBE_TO, 120000), VARLOG_OK);
+    req.deadline_ms = wire_deadline_ms(bound);
+    t0 = test_now_ms();
+    assert_int_equal(append_resolve(f.client, &req, why, sizeof(why)), VARLOG_ERR_TIMED_OUT);
+    took = test_now_ms() - t0;
+    print_message("took %lld ms: %s\n", (long long)took, why);
+    assert_true(took >= bound / 2);
+    assert_true(took < bound + slack);
+    assert_verdict(&t, RESOLVE_UNKNOWN);
+    assert_has(why, "SubscribeTo");
     varlog_server_clear_faults(f.srv);
     cf_stop(&f);
 }
