@@ -257,6 +257,19 @@ varlog_err_t codec_read_append_response(const uint8_t *p, size_t len, varlog_ent
     return VARLOG_OK;
 }
 
+bool codec_next_payload(const uint8_t **p, const uint8_t *end, const uint8_t **data, size_t *len)
+{
+    const uint8_t *q = *p;
+    uint64_t n;
+    if (q >= end || *q != ((3 << 3) | 2) || !(q = varint_at(q + 1, end, &n)) ||
+        n > (uint64_t)(end - q))
+        return false;
+    *data = q;
+    *len = (size_t)n;
+    *p = q + n;
+    return true;
+}
+
 /* ---- subscribed entries ------------------------------------------------------------------- */
 
 varlog_err_t codec_read_subscribe_response(const uint8_t *p, size_t len, codec_entry_t *out,

@@ -9,6 +9,7 @@
  * numbers are Varlog's (proto/snpb/log_io.proto, proto/varlogpb/metadata.proto);
  * tests/unit/test_log_io_codec.c checks both directions against protobuf-c.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,13 @@ size_t codec_put_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id);
 /* Writes one payload field (tag, length, the bytes) at p; returns the length, at most
  * len + CODEC_PAYLOAD_OVERHEAD_MAX. */
 size_t codec_put_payload(uint8_t *p, const void *data, size_t len);
+
+/* Reads one payload field written by codec_put_payload at *p (before end): its bytes into
+ * *data and *len (pointing into the encoding), and moves *p past it. Returns false, *p left
+ * alone, at the end or when the bytes there are not such a field (another tag, a length
+ * running past end). For the ambiguous-append resolver, which compares a batch as sent with
+ * what a replica holds. */
+bool codec_next_payload(const uint8_t **p, const uint8_t *end, const uint8_t **data, size_t *len);
 
 /* Encoded size of one payload field. */
 static inline size_t codec_payload_size(size_t len)

@@ -120,6 +120,7 @@ static void clear_locked(faults_t *f)
         m->delay_ms = 0;
         m->drop_after = -1;
         m->drop_n = 0;
+        m->drop_after_write = false;
     }
 }
 
@@ -170,13 +171,17 @@ int64_t faults_delay(faults_t *f, int m)
     return ms;
 }
 
-int64_t faults_take_drop(faults_t *f, int m)
+int64_t faults_take_drop(faults_t *f, int m, bool *after_write)
 {
     int64_t k = -1;
     pthread_mutex_lock(&f->mu);
     fault_method_t *fm = &f->m[m];
+    if (after_write)
+        *after_write = false;
     if (fm->drop_after >= 0 && fm->drop_n != 0) {
         k = fm->drop_after;
+        if (after_write)
+            *after_write = fm->drop_after_write;
         if (fm->drop_n > 0 && --fm->drop_n == 0)
             fm->drop_after = -1;
     }
@@ -229,17 +234,32 @@ varlog_err_t varlog_server_delay(varlog_server_t *srv, const char *method, int64
     return VARLOG_OK;
 }
 
+static varlog_err_t set_drop(varlog_server_t *srv, int m, int64_t k, int n, bool after_write)
+{
+    pthread_mutex_lock(&srv->faults.mu);
+    srv->faults.m[m].drop_after = k < 0 ? -1 : k;
+    srv->faults.m[m].drop_n = k < 0 ? 0 : n;
+    srv->faults.m[m].drop_after_write = k >= 0 && after_write;
+    pthread_mutex_unlock(&srv->faults.mu);
+    return VARLOG_OK;
+}
+
 varlog_err_t varlog_server_drop_stream_after(varlog_server_t *srv, const char *method, int64_t k,
                                              int n)
 {
     int m = server_method_index(method);
     if (!srv || (m != M_APPEND && m != M_SUBSCRIBE && m != M_SUBSCRIBE_TO))
         return VARLOG_ERR_INVALID_ARG;
-    pthread_mutex_lock(&srv->faults.mu);
-    srv->faults.m[m].drop_after = k < 0 ? -1 : k;
-    srv->faults.m[m].drop_n = k < 0 ? 0 : n;
-    pthread_mutex_unlock(&srv->faults.mu);
-    return VARLOG_OK;
+    return set_drop(srv, m, k, n, false);
+}
+
+varlog_err_t varlog_server_drop_stream_after_write(varlog_server_t *srv, const char *method,
+                                                   int64_t k, int n)
+{
+    /* Only an Append has a write that can outlive its answer. */
+    if (!srv || server_method_index(method) != M_APPEND)
+        return VARLOG_ERR_INVALID_ARG;
+    return set_drop(srv, M_APPEND, k, n, true);
 }
 
 static uint64_t count_of(varlog_server_t *srv, const char *method, bool requests)

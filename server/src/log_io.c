@@ -58,6 +58,7 @@ struct append_state {
     bool fixed;
     int32_t topic_id, ls_id;
     int64_t drop_after;
+    bool drop_after_write; /* the request at the drop is stored before the stream ends */
     uint64_t answered;
     atomic_bool over;    /* we ended the stream */
     atomic_bool delayed; /* a delayed request is on the timer */
@@ -95,7 +96,8 @@ static void append_process(struct append_state *a, const append_req_t *req, wire
 {
     rpc_server_call_t *call = a->call;
     char desc[96];
-    if (a->drop_after >= 0 && a->answered >= (uint64_t)a->drop_after) {
+    bool drop = a->drop_after >= 0 && a->answered >= (uint64_t)a->drop_after;
+    if (drop && !a->drop_after_write) {
         atomic_store(&a->over, true);
         rpc_server_call_finish(call, GRPC_STATUS_UNAVAILABLE, DROP_MESSAGE, NULL, 0);
         return;
@@ -152,6 +154,13 @@ static void append_process(struct append_state *a, const append_req_t *req, wire
         grpc_slice_unref(resp);
         atomic_store(&a->over, true);
         append_refuse(call, err);
+        return;
+    }
+    if (drop) {
+        /* Stored, and the answer lost with the connection: the ambiguous case. */
+        grpc_slice_unref(resp);
+        atomic_store(&a->over, true);
+        rpc_server_call_finish(call, GRPC_STATUS_UNAVAILABLE, DROP_MESSAGE, NULL, 0);
         return;
     }
     size_t len =
@@ -225,7 +234,7 @@ static void append_start(rpc_server_call_t *call, const ProtobufCMessage *req, v
     atomic_init(&a->delayed, false);
     a->srv = ctx->srv;
     a->call = call;
-    a->drop_after = faults_take_drop(&ctx->srv->faults, M_APPEND);
+    a->drop_after = faults_take_drop(&ctx->srv->faults, M_APPEND, &a->drop_after_write);
     rpc_server_call_set_user(call, a);
 }
 
@@ -447,7 +456,7 @@ static void sub_start(rpc_server_call_t *call, const ProtobufCMessage *msg, void
         free(s);
         return;
     }
-    s->drop_after = faults_take_drop(&srv->faults, m);
+    s->drop_after = faults_take_drop(&srv->faults, m, NULL);
     int64_t delay = faults_delay(&srv->faults, m);
     rpc_server_call_set_user(call, s);
     if (delay > 0) {

@@ -251,8 +251,9 @@ typedef struct fault_method {
     int fail_n;
     fault_status_t fail;
     int64_t delay_ms;
-    int64_t drop_after; /* < 0: none */
-    int drop_n;         /* streams left to drop; < 0: all */
+    int64_t drop_after;    /* < 0: none */
+    int drop_n;            /* streams left to drop; < 0: all */
+    bool drop_after_write; /* Append: the request at the drop is stored, then unanswered */
 } fault_method_t;
 
 typedef struct faults {
@@ -269,8 +270,9 @@ void faults_count(faults_t *f, int m, bool new_call, bool request);
 bool faults_take_failure(faults_t *f, int m, fault_status_t *out);
 void fault_status_clear(fault_status_t *s);
 int64_t faults_delay(faults_t *f, int m);
-/* For a new stream: messages before the drop, or -1. */
-int64_t faults_take_drop(faults_t *f, int m);
+/* For a new stream: messages before the drop, or -1; *after_write (optional) says whether
+ * the request at the drop is stored first (varlog_server_drop_stream_after_write). */
+int64_t faults_take_drop(faults_t *f, int m, bool *after_write);
 /* Ends call with an injected status. */
 void fault_finish(rpc_server_call_t *call, const fault_status_t *s);
 

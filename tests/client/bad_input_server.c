@@ -151,6 +151,12 @@ CALL(drop_null_srv, varlog_server_drop_stream_after(NULL, M_APPEND, 1, 1))
 CALL(drop_unknown, varlog_server_drop_stream_after(e->srv, "x", 1, 1))
 CALL(drop_unary, varlog_server_drop_stream_after(e->srv, M_METADATA, 1, 1))
 CALL(drop_clear, varlog_server_drop_stream_after(e->srv, M_APPEND, -1, 5))
+CALL(dropw_null_srv, varlog_server_drop_stream_after_write(NULL, M_APPEND, 1, 1))
+CALL(dropw_unknown, varlog_server_drop_stream_after_write(e->srv, "x", 1, 1))
+CALL(dropw_unary, varlog_server_drop_stream_after_write(e->srv, M_METADATA, 1, 1))
+CALL(dropw_subscribe,
+     varlog_server_drop_stream_after_write(e->srv, "/varlog.snpb.LogIO/Subscribe", 1, 1))
+CALL(dropw_clear, varlog_server_drop_stream_after_write(e->srv, M_APPEND, -1, 5))
 
 static const bi_row_t server_rows[] = {
     R(varlog_server_start, "NULL out", INVAL, NOTEXT, start_null_out),
@@ -213,5 +219,11 @@ static const bi_row_t server_rows[] = {
     R(varlog_server_drop_stream_after, "unknown method", INVAL, NOTEXT, drop_unknown),
     R(varlog_server_drop_stream_after, "a unary method", INVAL, NOTEXT, drop_unary),
     R(varlog_server_drop_stream_after, "k -1 clears", OK, OK, drop_clear),
+    R(varlog_server_drop_stream_after_write, "NULL", INVAL, NOTEXT, dropw_null_srv),
+    R(varlog_server_drop_stream_after_write, "unknown method", INVAL, NOTEXT, dropw_unknown),
+    R(varlog_server_drop_stream_after_write, "a unary method", INVAL, NOTEXT, dropw_unary),
+    R(varlog_server_drop_stream_after_write, "Subscribe (no write)", INVAL, NOTEXT,
+      dropw_subscribe),
+    R(varlog_server_drop_stream_after_write, "k -1 clears", OK, OK, dropw_clear),
 };
 const bi_table_t bi_server_rows = {server_rows, sizeof(server_rows) / sizeof(server_rows[0])};

@@ -376,6 +376,44 @@ static void test_subscribe_truncations_agree_with_protobuf(void **state)
     free(buf);
 }
 
+/* codec_next_payload reads back what codec_put_payload wrote (empty and multi-byte-length
+ * payloads among them), stops cleanly at the end, and refuses a foreign tag or a length
+ * running past the end without moving. */
+static void test_payloads_read_back(void **state)
+{
+    (void)state;
+    static uint8_t big[300];
+    memset(big, 'z', sizeof(big));
+    const void *data[3] = {"abc", "", big};
+    size_t lens[3] = {3, 0, sizeof(big)};
+    uint8_t buf[400];
+    size_t len = 0;
+    for (size_t i = 0; i < 3; i++)
+        len += codec_put_payload(buf + len, data[i], lens[i]);
+    const uint8_t *p = buf, *end = buf + len, *d;
+    size_t n;
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(codec_next_payload(&p, end, &d, &n));
+        assert_int_equal(n, lens[i]);
+        assert_memory_equal(d, data[i], n);
+    }
+    assert_ptr_equal(p, end);
+    assert_false(codec_next_payload(&p, end, &d, &n));
+    /* a truncated last payload */
+    p = buf;
+    const uint8_t *cut = buf + len - 1;
+    assert_true(codec_next_payload(&p, cut, &d, &n));
+    assert_true(codec_next_payload(&p, cut, &d, &n));
+    const uint8_t *before = p;
+    assert_false(codec_next_payload(&p, cut, &d, &n));
+    assert_ptr_equal(p, before);
+    /* another field's tag */
+    uint8_t other[] = {(1 << 3) | 0, 1};
+    p = other;
+    assert_false(codec_next_payload(&p, other + sizeof(other), &d, &n));
+    assert_ptr_equal(p, other);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -387,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_subscribe_response_in_place),
         cmocka_unit_test(test_subscribe_to_response_in_place),
         cmocka_unit_test(test_subscribe_truncations_agree_with_protobuf),
+        cmocka_unit_test(test_payloads_read_back),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -175,6 +175,17 @@ VARLOG_API varlog_err_t varlog_server_delay(varlog_server_t *srv, const char *me
 VARLOG_API varlog_err_t varlog_server_drop_stream_after(varlog_server_t *srv, const char *method,
                                                         int64_t k, int n);
 
+/* As varlog_server_drop_stream_after, but the request at the drop is stored: for Append
+ * only, the next n streams (n < 0: all until cleared) answer k requests, store request k + 1
+ * as any other (same checks: a sealed log stream still refuses it with FAILED_PRECONDITION)
+ * and then end with UNAVAILABLE "fault injection: stream dropped" without its answer, as a
+ * connection lost after the write would: the client must take it for maybe appended, and
+ * the records can be read back. Replaces a varlog_server_drop_stream_after setting of Append
+ * (one drop setting per method); k < 0 clears. Does not block (a brief internal lock).
+ * Errors: INVALID_ARG (NULL, a method other than Append). */
+VARLOG_API varlog_err_t varlog_server_drop_stream_after_write(varlog_server_t *srv,
+                                                              const char *method, int64_t k, int n);
+
 /* Calls of method that reached the server since start (not reset by restart): unary calls,
  * Subscribe/SubscribeTo streams and Append streams. 0 for an unknown method or NULL. */
 VARLOG_API uint64_t varlog_server_call_count(varlog_server_t *srv, const char *method);
