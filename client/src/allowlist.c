@@ -84,6 +84,8 @@ varlog_err_t allowlist_renew(allowlist_t *al, const md_view_t *view)
             allow_entry_t *e = find_entry(old, topics[i].entries[j].log_stream_id);
             /* A new metadata version showing the log stream fit to append ends its denial:
              * the operator unsealed it, or its node is listed again. */
+            if (e)
+                topics[i].entries[j].confirmed_llsn = e->confirmed_llsn;
             if (e && !topics[i].entries[j].healthy)
                 topics[i].entries[j].denied_until_ms = e->denied_until_ms;
         }
@@ -154,6 +156,33 @@ void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id)
         }
     }
     pthread_mutex_unlock(&al->mu);
+}
+
+void allowlist_confirm(allowlist_t *al, int32_t topic_id, int32_t log_stream_id, uint64_t llsn)
+{
+    pthread_mutex_lock(&al->mu);
+    allow_topic_t *t = find_topic(al, topic_id);
+    allow_entry_t *e = t ? find_entry(t, log_stream_id) : NULL;
+    if (e) {
+        e->denied_until_ms = 0;
+        if (e->sealed) {
+            e->sealed = false;
+            t->n_sealed--;
+        }
+        if (llsn > e->confirmed_llsn)
+            e->confirmed_llsn = llsn;
+    }
+    pthread_mutex_unlock(&al->mu);
+}
+
+uint64_t allowlist_confirmed(allowlist_t *al, int32_t topic_id, int32_t log_stream_id)
+{
+    pthread_mutex_lock(&al->mu);
+    allow_topic_t *t = find_topic(al, topic_id);
+    allow_entry_t *e = t ? find_entry(t, log_stream_id) : NULL;
+    uint64_t llsn = e ? e->confirmed_llsn : 0;
+    pthread_mutex_unlock(&al->mu);
+    return llsn;
 }
 
 bool allowlist_passes_over(allowlist_t *al, int32_t topic_id, int64_t now_ms)

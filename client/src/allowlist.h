@@ -22,6 +22,9 @@ typedef struct allow_entry {
     bool sealed;             /* in the metadata the list was built from */
     bool healthy;            /* unsealed, with a known primary, in that metadata */
     int64_t denied_until_ms; /* 0 = allowed */
+    /* The highest LLSN a synchronous append of this client was told it stored here: where
+     * reading back an ambiguous append starts (append_resolve.h). Kept across renewals. */
+    uint64_t confirmed_llsn;
 } allow_entry_t;
 
 typedef struct allow_topic {
@@ -62,6 +65,13 @@ bool allowlist_passes_over(allowlist_t *al, int32_t topic_id, int64_t now_ms);
 /* An append to the log stream succeeded: ends its denial, and a seal the metadata it came
  * from showed is over (the next metadata version confirms it). Unknown ids are ignored. */
 void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id);
+
+/* As allowlist_allow, after an append stored records here up to llsn: also raises the log
+ * stream's confirmed LLSN. */
+void allowlist_confirm(allowlist_t *al, int32_t topic_id, int32_t log_stream_id, uint64_t llsn);
+
+/* The log stream's confirmed LLSN (0: none known). */
+uint64_t allowlist_confirmed(allowlist_t *al, int32_t topic_id, int32_t log_stream_id);
 
 /* Denies a log stream until until_ms; unknown ids are ignored. Returns true when it was
  * allowed before (a new denial). */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "append_resolve.h"
 #include "log_io_codec.h"
 #include "client_internal.h"
 #include "errtext.h"
@@ -36,6 +37,13 @@ typedef struct append_op {
     bool maybe;            /* some attempt may have stored the records */
     bool attempt_inflight; /* an attempt may be sending or have sent its request */
     unsigned attempts;
+    /* An attempt whose fate is unknown, to be read back from the log before anything else
+     * (append.resolve.maybe.appended): its log stream and the LLSN the window starts after.
+     * The retry task's. */
+    bool unresolved;
+    int32_t unresolved_ls;
+    uint64_t unresolved_after;
+    char unresolved_to[128];
     varlog_err_t err;
     char errtext[384];
     varlog_entry_meta_t metas[]; /* n, filled by the attempt that succeeded */
@@ -44,9 +52,11 @@ typedef struct append_op {
 /* What one attempt taught us. */
 typedef struct attempt_result {
     append_verdict_t v;
-    bool ran;       /* false: the op was over before this attempt could send */
-    int32_t ls;     /* the log stream tried; 0 before one was picked */
-    char text[384]; /* the failure, for the op's error text */
+    bool ran;         /* false: the op was over before this attempt could send */
+    int32_t ls;       /* the log stream tried; 0 before one was picked */
+    uint64_t after;   /* the log stream's confirmed LLSN before the request was sent */
+    char target[128]; /* the primary it was sent to */
+    char text[384];   /* the failure, for the op's error text */
 } attempt_result_t;
 
 /* ---- encoding ------------------------------------------------------------------------------ */
@@ -244,6 +254,8 @@ static void attempt(append_op_t *op, attempt_result_t *r)
         goto out;
     }
     bool own_deadline = false;
+    r->after = allowlist_confirmed(&c->allow, op->topic_id, ls);
+    snprintf(r->target, sizeof(r->target), "%s", l->primary);
     int64_t deadline = begin_send(op, r, &own_deadline);
     if (!deadline)
         goto out;
@@ -303,7 +315,7 @@ out:
     pthread_mutex_unlock(&op->mu);
     int64_t ttl = c->conf->append_deny_ttl_ms;
     if (r->ran && r->v.err == VARLOG_OK && r->ls) {
-        allowlist_allow(&c->allow, op->topic_id, r->ls);
+        allowlist_confirm(&c->allow, op->topic_id, r->ls, op->metas[op->n - 1].llsn);
         const md_log_stream_t *done = md_view_log_stream(v, op->topic_id, r->ls);
         if (done && done->sealed)
             client_recheck_async(c); /* the metadata at hand says sealed: it is out of date */
@@ -330,8 +342,20 @@ static bool should_retry(append_op_t *op, const attempt_result_t *r)
     if (!r->ran || !r->v.retriable || client_closing(c) ||
         client_remaining_ms(op->deadline_ms) == 0)
         return false;
-    if (r->v.ambiguous && !c->conf->append_retry_maybe_appended)
-        return false;
+    if (r->v.ambiguous && !c->conf->append_retry_maybe_appended) {
+        /* Not sent again; read back from the log first when it can be (the retry task's
+         * first step), and sent again only once proved absent. */
+        if (!c->conf->append_resolve_maybe_appended || !r->ls)
+            return false;
+        pthread_mutex_lock(&op->mu);
+        bool open = !op->done;
+        op->unresolved = open;
+        op->unresolved_ls = r->ls;
+        op->unresolved_after = r->after;
+        snprintf(op->unresolved_to, sizeof(op->unresolved_to), "%s", r->target);
+        pthread_mutex_unlock(&op->mu);
+        return open;
+    }
     pthread_mutex_lock(&op->mu);
     bool budget = !op->done && op->attempts < append_max_attempts(c->conf, op->deadline_ms >= 0);
     pthread_mutex_unlock(&op->mu);
@@ -358,6 +382,59 @@ vq_retry_t append_retry_policy(const varlog_client_t *c, unsigned attempts_left)
  * made from a log callback there must not wait for a worker it occupies itself. */
 static _Thread_local const varlog_client_t *tls_engine_client;
 
+/* One pass of reading back the attempt whose fate is unknown. Returns true when the op is
+ * settled (found) or may go on to a new attempt (proved absent); false to look again after
+ * a backoff. */
+static bool resolve_pass(append_op_t *op)
+{
+    varlog_client_t *c = op->c;
+    const uint8_t *payloads = GRPC_SLICE_START_PTR(op->body);
+    varlog_entry_meta_t *metas = calloc(op->n, sizeof(*metas));
+    if (!metas)
+        return false;
+    resolve_batch_t b = {.payloads = payloads,
+                         .len = GRPC_SLICE_LENGTH(op->body),
+                         .n_records = (uint32_t)op->n,
+                         .metas = metas};
+    /* A call without a deadline reads back within one attempt's bound. */
+    int64_t bound = wire_now_ms() + c->conf->append_attempt_timeout_ms;
+    resolve_req_t req = {
+        .topic_id = op->topic_id,
+        .log_stream_id = op->unresolved_ls,
+        .after_llsn = op->unresolved_after,
+        .deadline_ms = op->deadline_ms >= 0 && op->deadline_ms < bound ? op->deadline_ms : bound,
+        .batches = &b,
+        .n = 1,
+        .sent_to = op->unresolved_to};
+    char why[256] = "";
+    varlog_err_t err = append_resolve(c, &req, why, sizeof(why));
+    atomic_fetch_add(&c->stats.resolve_passes, 1);
+    bool settled = false;
+    pthread_mutex_lock(&op->mu);
+    if (err == VARLOG_OK && b.verdict == RESOLVE_FOUND && !op->done) {
+        memcpy(op->metas, metas, op->n * sizeof(*metas));
+        op->maybe = false;
+        op->unresolved = false;
+        op_finish_locked(op, VARLOG_OK, NULL);
+        atomic_fetch_add(&c->stats.resolved_found, 1);
+        settled = true;
+    } else if (err == VARLOG_OK && b.verdict == RESOLVE_ABSENT) {
+        /* Every earlier ambiguous attempt was proved absent before this one was made. */
+        op->maybe = false;
+        op->unresolved = false;
+        atomic_fetch_add(&c->stats.resolved_absent, 1);
+        settled = true;
+    } else if (!op->done) {
+        size_t len = strlen(op->errtext);
+        if (!strstr(op->errtext, "; read back: "))
+            snprintf(op->errtext + len, sizeof(op->errtext) - len, "; read back: %s",
+                     why[0] ? why : varlog_err_str(err));
+    }
+    pthread_mutex_unlock(&op->mu);
+    free(metas);
+    return settled;
+}
+
 static int retry_handler(vq_ctx_t *ctx, void *arg)
 {
     (void)ctx;
@@ -375,6 +452,18 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     if (client_remaining_ms(op->deadline_ms) == 0) {
         op_finish(op, VARLOG_ERR_TIMED_OUT, NULL);
         return 0;
+    }
+    pthread_mutex_lock(&op->mu);
+    bool unresolved = op->unresolved;
+    pthread_mutex_unlock(&op->mu);
+    if (unresolved) {
+        if (!resolve_pass(op))
+            return VQ_ERR_USER; /* not known yet: look again after a backoff */
+        pthread_mutex_lock(&op->mu);
+        bool found = op->done;
+        pthread_mutex_unlock(&op->mu);
+        if (found)
+            return 0;
     }
     const varlog_client_t *outer = tls_engine_client;
     tls_engine_client = c;
@@ -432,7 +521,9 @@ static void retry_release(void *arg)
 static vq_task_spec_t retry_spec(append_op_t *op)
 {
     varlog_client_t *c = op->c;
-    unsigned left_attempts = append_max_attempts(c->conf, op->deadline_ms >= 0) - op->attempts;
+    /* The handler decides when to stop (should_retry, the deadline): reading an ambiguous
+     * attempt back takes passes that are not attempts. */
+    unsigned left_attempts = UINT_MAX;
     int64_t grace_ms = c->conf->lookup_batch_wait_ms + c->conf->metadata_call_timeout_ms + 1000;
     int64_t left = client_remaining_ms(op->deadline_ms);
     vq_task_spec_t spec = {.handler = retry_handler,

@@ -58,6 +58,7 @@ typedef struct {
     ProtobufCMessage *resp;
     int status; /* LogStreamStatus */
     uint64_t lo_llsn, lo_glsn, hi_llsn, hi_glsn;
+    bool may_prove; /* the replica the batches were sent to (or any, when that is unknown) */
 } rs_replica_t;
 
 typedef struct {
@@ -151,13 +152,16 @@ static bool replica_read(rs_replica_t *r)
     return true;
 }
 
-/* Preference among answers: SEALED (proves absence), RUNNING, SEALING (may lag: finds only);
- * -1 for a status no read should rely on. */
+/* Preference among answers: SEALED on the primary the batches were sent to (proves
+ * absence), RUNNING or SEALED elsewhere, SEALING (may lag: finds only); -1 for a status no
+ * read should rely on. Only the primary that was sent to proves: Varlog has no epoch, and
+ * a request that primary reads after an unseal is stored like a new one, so a backup's seal
+ * says nothing of bytes still on their way to it (docs/RELIABILITY.md). */
 static int replica_rank(const rs_replica_t *r)
 {
     switch (r->status) {
     case VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALED:
-        return 0;
+        return r->may_prove ? 0 : 1;
     case VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_RUNNING:
         return 1;
     case VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALING:
@@ -588,6 +592,7 @@ varlog_err_t append_resolve(varlog_client_t *c, resolve_req_t *req, char *why, s
     }
     for (size_t i = 0; i < n_reps; i++) {
         reps[i].target = l->replicas[i];
+        reps[i].may_prove = !req->sent_to || strcmp(req->sent_to, l->replicas[i]) == 0;
         rpc_status_init(&reps[i].st);
     }
     Varlog__Snpb__LogStreamReplicaMetadataRequest mr =
@@ -628,8 +633,8 @@ varlog_err_t append_resolve(varlog_client_t *c, resolve_req_t *req, char *why, s
             note = "the read ended early";
         }
         if (err == VARLOG_OK) {
-            decide(&ps,
-                   covers && r->status == VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALED);
+            decide(&ps, covers && r->may_prove &&
+                            r->status == VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALED);
             err = fill_metas(&ps, r);
             if (err != VARLOG_OK) {
                 for (size_t i = 0; i < req->n; i++)

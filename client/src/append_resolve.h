@@ -52,6 +52,9 @@ typedef struct resolve_req {
     size_t n;
     /* Entries read at most in this pass; 0 = RESOLVE_WINDOW_MAX (tests make it small). */
     uint64_t window_max;
+    /* The address of the primary the batches were sent to: only its seal proves absence
+     * (NULL: any replica's, for callers that cannot know). Borrowed for the pass. */
+    const char *sent_to;
 } resolve_req_t;
 
 /*

@@ -266,6 +266,7 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->max_attempts = append_max_attempts(conf, app->delivery_timeout_ms > 0);
     app->waits = conf->append_retries < 0 && app->delivery_timeout_ms > 0;
     app->retry_maybe = conf->append_retry_maybe_appended;
+    app->resolve = conf->append_resolve_maybe_appended;
     app->timed = conf->stats_latency;
     if (app->timed)
         ticks_init(); /* the first appender of the process waits TICKS_ANCHOR_MIN_NS */

@@ -68,14 +68,17 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
         }
         r->taken = true;
         if (r->lane)
-            r->lane->held = false;
+            r->lane->held--;
         batch_list_t back = {0};
         while ((b = blist_pop(&r->batches))) {
             if (app_batch_expired(b, now_ms)) {
                 b->state = SLOT_OUT;
                 char last[sizeof(b->errtext)];
                 last_attempt(ts, b, last, sizeof(last));
-                app_batch_fail_expired(b, "while the batch waited to be sent again", last);
+                app_batch_fail_expired(b,
+                                       r->resolve ? "while its fate was read back from the log"
+                                                  : "while the batch waited to be sent again",
+                                       last);
                 app_settle(ts, b);
             } else {
                 blist_push(&back, b);

@@ -23,8 +23,7 @@ void app_batch_fail(app_batch_t *b, varlog_err_t err, const char *fmt, ...)
 
 /* ---- retries ------------------------------------------------------------------------------- */
 
-/* Takes r off the appender's list of retries out. Called with mu held. */
-static void retry_unlink_locked(varlog_appender_t *app, app_retry_t *r)
+void app_retry_unlink_locked(varlog_appender_t *app, app_retry_t *r)
 {
     for (app_retry_t **p = &app->retries; *p; p = &(*p)->next) {
         if (*p == r) {
@@ -45,9 +44,9 @@ static void retry_after(void *arg)
         r->taken = true;
         app_ready_return_locked(app, &r->batches);
         if (r->lane)
-            r->lane->held = false;
+            r->lane->held--;
     }
-    retry_unlink_locked(app, r);
+    app_retry_unlink_locked(app, r);
     app_wake_thread_locked(app);
     pthread_mutex_unlock(&app->mu);
 }
@@ -96,7 +95,7 @@ static varlog_err_t retry_submit(varlog_appender_t *app, app_lane_t *lane, batch
     r->next = app->retries;
     app->retries = r;
     if (r->lane)
-        lane->held = true;
+        lane->held++;
     app->stats.batches_retried += batches->n;
     pthread_mutex_unlock(&app->mu);
     size_t n_batches = batches->n;
@@ -107,9 +106,9 @@ static varlog_err_t retry_submit(varlog_appender_t *app, app_lane_t *lane, batch
         return VARLOG_OK;
     }
     pthread_mutex_lock(&app->mu);
-    retry_unlink_locked(app, r);
+    app_retry_unlink_locked(app, r);
     if (r->lane)
-        lane->held = false;
+        lane->held--;
     app->stats.batches_retried -= batches->n;
     pthread_mutex_unlock(&app->mu);
     free(r);
@@ -126,7 +125,7 @@ static varlog_err_t retry_submit(varlog_appender_t *app, app_lane_t *lane, batch
  * and otherwise fails with a text naming the deadline that ended its stream. */
 static void settle_cancelled_at_deadline(app_thread_state_t *ts, app_lane_t *lane, app_batch_t *b,
                                          bool maybe_sent, int64_t now, const char *where,
-                                         batch_list_t *again)
+                                         batch_list_t *again, batch_list_t *resolve)
 {
     varlog_appender_t *app = ts->app;
     b->maybe |= maybe_sent;
@@ -153,7 +152,10 @@ static void settle_cancelled_at_deadline(app_thread_state_t *ts, app_lane_t *lan
                    b->deadline_ms - now,
                    retry_ok ? "its append.retries are used up"
                             : "it may be stored (append.retry.maybe.appended is false)");
-    app_settle(ts, b);
+    if (!retry_ok && app->resolve)
+        blist_push(resolve, b); /* read back from the log within its deadline */
+    else
+        app_settle(ts, b);
 }
 
 /* Batches the node did not refuse, back to the ready list without a backoff. */
@@ -200,7 +202,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     for (const app_batch_t *x = lane->inflight.head; x && !closing; x = x->next)
         unreachable |= err == VARLOG_ERR_RPC_UNAVAILABLE && sent <= lane->st.answered &&
                        x->attempts >= app->max_attempts;
-    batch_list_t retry = {0}, again = {0};
+    batch_list_t retry = {0}, again = {0}, resolve = {0};
     bool deny = false;
     size_t i = 0;
     uint64_t left_records = 0, left_bytes = 0;
@@ -211,7 +213,7 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
         left_bytes += b->bytes;
         bool maybe_sent = lane->st.answered + i++ < sent;
         if (at_deadline) {
-            settle_cancelled_at_deadline(ts, lane, b, maybe_sent, now, where, &again);
+            settle_cancelled_at_deadline(ts, lane, b, maybe_sent, now, where, &again, &resolve);
             continue;
         }
         append_verdict_t v = append_classify(err, msg, maybe_sent, closing, false);
@@ -235,6 +237,10 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
             snprintf(b->errtext, sizeof(b->errtext), "%s", text);
             b->err = v.err;
             blist_push(&retry, b);
+        } else if (!closing && b->maybe && app->resolve) {
+            /* Its fate is read back from the log before its callback (appender_resolve.c). */
+            app_batch_fail(b, v.err, "%s", text);
+            blist_push(&resolve, b);
         } else {
             if (unreachable && !cause[0])
                 snprintf(cause, sizeof(cause), "%s", text);
@@ -245,6 +251,11 @@ void app_lane_failed(app_thread_state_t *ts, app_lane_t *lane, varlog_err_t err,
     atomic_fetch_sub(&app->inflight_batches, i);
     atomic_fetch_sub_explicit(&app->inflight_records, left_records, memory_order_relaxed);
     atomic_fetch_sub_explicit(&app->inflight_bytes, left_bytes, memory_order_relaxed);
+    /* Read-back first: it holds the lane before anything returns to the ready list. Not
+     * started (closing, memory): the batches keep MAYBE_APPENDED, as without it. */
+    if (resolve.head && !app_resolve_submit(ts, lane, &resolve))
+        while ((b = blist_pop(&resolve)))
+            app_settle(ts, b);
     /* Destroyed last: msg may be the stream's status text. */
     rpc_stream_t *ended = app_lane_drop_stream(lane);
     requeue(app, &again);

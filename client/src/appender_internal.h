@@ -103,14 +103,21 @@ typedef struct app_lane {
     unsigned failures;     /* consecutive stream failures: the reopen backoff */
     int64_t reopen_ms;     /* no new stream before this */
     bool gone;             /* topic mode: the log stream left the topic's metadata */
-    bool held;             /* (mu) a retry task holds batches that must go first */
-    atomic_bool readable;  /* set by the stream's notify hook */
+    /* (mu) retry or read-back tasks holding batches that must go first: the lane takes
+     * nothing newer while any does */
+    unsigned held;
+    /* The last LLSN of the log stream known stored before what is in flight (answers; at a
+     * stream's open, also the client's synchronous appends): where an ambiguous batch is
+     * read back from. The thread's. */
+    uint64_t last_llsn;
+    atomic_bool readable; /* set by the stream's notify hook */
 } app_lane_t;
 
 /* Batches waiting for a retry: owned by one engine task until it puts them back. */
 typedef struct app_retry {
     struct varlog_appender *app;
-    app_lane_t *lane; /* held until the batches are back, in bound mode */
+    app_lane_t *lane; /* held until the batches are back, in bound mode; always for resolve */
+    bool resolve;     /* a read-back task (appender_resolve.c), not a backoff */
     batch_list_t batches;
     bool taken; /* (mu) closing took the batches back */
     struct app_retry *next;
@@ -135,7 +142,8 @@ struct varlog_appender {
      * (no log stream appendable, a sealed one) rather than failed at once. */
     bool waits;
     bool retry_maybe;
-    bool timed; /* stats.latency: calls carry their start time */
+    bool resolve; /* append.resolve.maybe.appended */
+    bool timed;   /* stats.latency: calls carry their start time */
     size_t slot_cap;
     atomic_int refs; /* the handle, live bodies, retry tasks */
 
@@ -170,7 +178,8 @@ struct varlog_appender {
     uint64_t next_seq;
     uint64_t pending_calls, pending_records, pending_bytes;
     app_retry_t *retries;
-    size_t n_retries; /* retry tasks not yet released by the engine */
+    batch_list_t resolved; /* settled by a read-back task, for the thread to settle */
+    size_t n_retries;      /* retry tasks not yet released by the engine */
     bool in_client_list;
     struct varlog_appender *next_in_client; /* (client mu) */
 
@@ -250,6 +259,16 @@ typedef struct app_thread_state {
     char no_lane_why[160];
     bool stopping;
 } app_thread_state_t;
+
+/* ---- appender_resolve.c ---- */
+/* Hands ambiguous batches (sent on lane's stream, in order, each failed MAYBE_APPENDED with
+ * its text) to a read-back task, which holds the lane until it is done; batches is then
+ * emptied. false: not started (closing, memory), the caller settles them as they are. */
+bool app_resolve_submit(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *batches);
+/* The thread's round: settles what read-back tasks found or gave up on. Takes mu. */
+void app_take_resolved(app_thread_state_t *ts);
+/* Takes r off the appender's list of retries out. Called with mu held. */
+void app_retry_unlink_locked(varlog_appender_t *app, app_retry_t *r);
 
 /* ---- appender_settle.c ---- */
 /* The only way a batch with its outcome (err, outcome, errtext set) reaches its callbacks:

@@ -111,6 +111,10 @@ static varlog_err_t lane_open(app_thread_state_t *ts, app_lane_t *lane, char *wh
         return err;
     }
     lane->st = (app_stream_t){.rpc = s};
+    /* What the client's other appends stored there bounds where ours can be from below. */
+    uint64_t confirmed = allowlist_confirmed(&c->allow, app->topic_id, lane->ls);
+    if (confirmed > lane->last_llsn)
+        lane->last_llsn = confirmed;
     pthread_mutex_lock(&app->mu);
     app->stats.streams_opened++;
     pthread_mutex_unlock(&app->mu);
@@ -231,6 +235,8 @@ static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout
         if (derr == VARLOG_OK) {
             b->err = VARLOG_OK;
             b->outcome = VARLOG_APPENDED;
+            if (b->metas[b->n_records - 1].llsn > lane->last_llsn)
+                lane->last_llsn = b->metas[b->n_records - 1].llsn;
             if (lane->failures) {
                 lane->failures = 0;
                 allowlist_allow(&app->c->allow, app->topic_id, lane->ls);
@@ -563,6 +569,8 @@ static void stop_all(app_thread_state_t *ts)
         }
     }
     blist_merge(&left, &app->ready);
+    batch_list_t resolved = app->resolved; /* settled already: they keep their outcome */
+    app->resolved = (batch_list_t){0};
     if (app->open && app->open->n_records > 0) {
         app->open->state = SLOT_READY;
         blist_push(&left, app->open);
@@ -570,6 +578,10 @@ static void stop_all(app_thread_state_t *ts)
     }
     pthread_mutex_unlock(&app->mu);
     app_batch_t *b;
+    while ((b = blist_pop(&resolved))) {
+        b->state = SLOT_OUT;
+        app_settle(ts, b);
+    }
     while ((b = blist_pop(&left))) {
         b->state = SLOT_OUT;
         app_batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",
@@ -600,6 +612,7 @@ void *app_thread_main(void *arg)
             refresh_lanes(&ts);
             next_poll = now + METADATA_POLL_MS;
         }
+        app_take_resolved(&ts);
         fail_sealed_retries(&ts);
         for (size_t i = 0; i < app->n_lanes; i++)
             lane_send(&ts, app->lanes[i], &app->outboxes[i]);

@@ -59,6 +59,7 @@ static uint64_t barrier_locked(const app_thread_state_t *ts)
             m = min_seq(m, b);
     }
     m = min_seq(m, app->ready.head);
+    m = min_seq(m, app->resolved.head); /* a read-back task's, for the thread to settle */
     if (app->open && app->open->n_records > 0)
         m = min_seq(m, app->open);
     return m;

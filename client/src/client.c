@@ -487,6 +487,9 @@ varlog_err_t varlog_client_stats(varlog_client_t *c, varlog_client_stats_t *out)
     out->appends_failed = atomic_load(&c->stats.appends_failed);
     out->append_attempts = atomic_load(&c->stats.append_attempts);
     out->append_retries = atomic_load(&c->stats.append_retries);
+    out->resolve_passes = atomic_load(&c->stats.resolve_passes);
+    out->resolved_found = atomic_load(&c->stats.resolved_found);
+    out->resolved_absent = atomic_load(&c->stats.resolved_absent);
     out->lookups = atomic_load(&c->stats.lookups);
     out->metadata_fetches = atomic_load(&c->stats.metadata_fetches);
     out->metadata_updates = atomic_load(&c->stats.metadata_updates);

@@ -25,7 +25,8 @@
 
 struct client_counters {
     atomic_uint_fast64_t appends_ok, appends_failed, append_attempts, append_retries, lookups,
-        metadata_fetches, metadata_updates, denials;
+        metadata_fetches, metadata_updates, denials, resolve_passes, resolved_found,
+        resolved_absent;
 };
 
 struct varlog_client {

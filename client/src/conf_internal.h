@@ -20,6 +20,7 @@ struct varlog_conf {
     int64_t append_retry_backoff_ms;
     int64_t append_retry_backoff_max_ms;
     bool append_retry_maybe_appended;
+    bool append_resolve_maybe_appended;
     int64_t append_attempt_timeout_ms;
     int64_t append_deny_ttl_ms;
     int64_t append_record_max_bytes;

@@ -89,6 +89,16 @@ static const conf_property_t props[] = {
     BOOL_PROP("append.retry.maybe.appended", append_retry_maybe_appended, "false",
               "Also retry after an ambiguous failure, one after which the records may have "
               "been appended: a retry may then append them twice."),
+    BOOL_PROP("append.resolve.maybe.appended", append_resolve_maybe_appended, "true",
+              "Decide an ambiguous failure (a batch sent whose stream broke without an answer) "
+              "by reading the log stream back before reporting it, until the call's deadline: "
+              "the batch's records found there make it APPENDED at the GLSNs they have; proved "
+              "absent (a replica of the log stream reports it sealed, and the records are not "
+              "among its entries after the last one the client knew stored), the batch is "
+              "certainly not stored and is retried; otherwise it ends MAYBE_APPENDED. Costs a "
+              "short read of the log stream, only on such a failure. Matching is by bytes: "
+              "another writer's identical records can be taken for ours (docs/RELIABILITY.md). "
+              "false: ambiguous failures are reported MAYBE_APPENDED at once."),
     INT_PROP("append.attempt.timeout.ms", append_attempt_timeout_ms, "10000", 1, 3600000, MS,
              "Bound on one append attempt (sending the batch and waiting for its answer). An "
              "attempt that reaches it while the call still has time is taken for a hung node: "

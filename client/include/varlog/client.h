@@ -188,6 +188,12 @@ typedef struct varlog_client_stats {
     uint64_t metadata_fetches; /* GetMetadata calls made (refreshes and lookups) */
     uint64_t metadata_updates; /* times the view changed (a new applied index) */
     uint64_t denials;          /* log streams put on the deny list */
+    /* Ambiguous appends read back from the log (append.resolve.maybe.appended), the
+     * appender's and varlog_append's: passes made (one read of the log stream each), and
+     * appends found stored or proved absent by them. */
+    uint64_t resolve_passes;
+    uint64_t resolved_found;
+    uint64_t resolved_absent;
 } varlog_client_stats_t;
 
 /* Copies the counters into *out. Does not block. Errors: INVALID_ARG (NULL). */
