@@ -413,7 +413,13 @@ void cluster_stop(cluster_t *c)
 
 int cluster_cmd(cluster_t *c, const char *cmd, const char *arg, char *out, size_t cap)
 {
-    const char *args[] = {cmd, arg, NULL};
+    return cluster_cmd_opt(c, cmd, arg, NULL, out, cap);
+}
+
+int cluster_cmd_opt(cluster_t *c, const char *cmd, const char *arg, const char *opt, char *out,
+                    size_t cap)
+{
+    const char *args[] = {cmd, arg, opt, NULL};
     char buf[16384];
     int rc = script(c, args, buf, sizeof(buf), 180000);
     load_env(c);

@@ -63,6 +63,10 @@ void cluster_stop(cluster_t *c);
  * out when given. Returns the exit status (0 = success). */
 int cluster_cmd(cluster_t *c, const char *cmd, const char *arg, char *out, size_t cap);
 
+/* As cluster_cmd, with an option after arg (e.g. "--no-wait"); arg must not be NULL then. */
+int cluster_cmd_opt(cluster_t *c, const char *cmd, const char *arg, const char *opt, char *out,
+                    size_t cap);
+
 /* Prints the tail of every process's log to stderr: for failures. */
 void cluster_show_logs(cluster_t *c);
 

@@ -165,7 +165,10 @@ static void failover_round(cluster_t *c, varlog_admin_t *adm, producer_t *ps, in
         CLUSTER_FAIL(c, "log stream %d not sealed 60 s after kill -9 of storage node %d", ls1,
                      victim);
     int64_t t_sealed = test_now_ms();
-    if (cluster_cmd(c, "restart-sn", k, NULL, 0) != 0)
+    /* --no-wait: this round times the unseal itself and, without --auto-unseal, unseals
+     * through the admin API (restart-sn would otherwise wait for the unseal, or do it with
+     * varlogctl). */
+    if (cluster_cmd_opt(c, "restart-sn", k, "--no-wait", NULL, 0) != 0)
         CLUSTER_FAIL(c, "restart-sn %d failed", victim);
     int64_t t_restarted = test_now_ms();
     w.unseal = !auto_unseal;
