@@ -15,8 +15,7 @@
 #include "test_support.h"
 #include "varlog/admin.h"
 
-/* Tags unique within a topic's life: a cluster lives for one test program. */
-static void tag_for(char *buf, size_t cap, const char *what)
+void scenario_tag(char *buf, size_t cap, const char *what)
 {
     snprintf(buf, cap, "%s%ld", what, (long)getpid() % 100000);
 }
@@ -54,7 +53,7 @@ void scenario_round_trip(cluster_t *c, const char *what, long n)
      * memory until the process exits. */
     static acct_t a;
     char tag[24];
-    tag_for(tag, sizeof(tag), "rt");
+    scenario_tag(tag, sizeof(tag), "rt");
     acct_init(&a, tag, n * 4, 64);
     static acct_sub_t sub;
     assert_true(acct_sub_start(&sub, client, c->topic_id, last + 1, (size_t)n * 8));
@@ -136,6 +135,16 @@ static bool all_running(void *arg)
     return all;
 }
 
+bool scenario_await_running(cluster_t *c, varlog_admin_t *adm, bool unseal, int64_t timeout_ms,
+                            char *why, size_t cap)
+{
+    ls_watch_t w = {.c = c, .adm = adm, .unseal = unseal};
+    bool ok = test_wait_until(all_running, &w, timeout_ms);
+    if (why != NULL && cap > 0)
+        snprintf(why, cap, "%s", w.last_err);
+    return ok;
+}
+
 static double secs(int64_t from, int64_t to)
 {
     return (double)(to - from) / 1000.0;
@@ -212,7 +221,7 @@ void scenario_sn_failover(cluster_t *c, const int *victims, int n_victims, bool 
     assert_true(acct_topic_last_glsn(client, c->topic_id, &last));
     static acct_t a; /* static: see scenario_round_trip */
     char tag[24];
-    tag_for(tag, sizeof(tag), auto_unseal ? "au" : "fo");
+    scenario_tag(tag, sizeof(tag), auto_unseal ? "au" : "fo");
     acct_init(&a, tag, 60000, 64);
     static acct_sub_t sub;
     assert_true(acct_sub_start(&sub, client, c->topic_id, last + 1, 400000));
@@ -246,7 +255,7 @@ void scenario_add_log_stream(cluster_t *c)
     assert_true(acct_topic_last_glsn(client, c->topic_id, &last));
     static acct_t a; /* static: see scenario_round_trip */
     char tag[24];
-    tag_for(tag, sizeof(tag), "al");
+    scenario_tag(tag, sizeof(tag), "al");
     acct_init(&a, tag, 40000, 64);
     static acct_sub_t sub;
     assert_true(acct_sub_start(&sub, client, c->topic_id, last + 1, 400000));
@@ -293,7 +302,7 @@ void scenario_mr_failover(cluster_t *c)
     assert_true(acct_topic_last_glsn(client, c->topic_id, &last));
     static acct_t a; /* static: see scenario_round_trip */
     char tag[24];
-    tag_for(tag, sizeof(tag), "mr");
+    scenario_tag(tag, sizeof(tag), "mr");
     acct_init(&a, tag, 40000, 64);
     static acct_sub_t sub;
     assert_true(acct_sub_start(&sub, client, c->topic_id, last + 1, 400000));

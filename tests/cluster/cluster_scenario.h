@@ -7,6 +7,16 @@
 #include <stdint.h>
 
 #include "cluster_proc.h"
+#include "varlog/admin.h"
+
+/* A tag unique within the topic's life (what, then this process's id) for acct_init: a
+ * cluster lives for one test program. */
+void scenario_tag(char *buf, size_t cap, const char *what);
+
+/* Waits up to timeout_ms until every log stream of the topic is RUNNING, unsealing the
+ * sealed ones through the admin API when unseal is true; why gets the admin's last refusal. */
+bool scenario_await_running(cluster_t *c, varlog_admin_t *adm, bool unseal, int64_t timeout_ms,
+                            char *why, size_t cap);
 
 /* A topic-wide appender and a tailing subscriber for ~n records; accounting and the
  * subscriber checked against the read-back. */
