@@ -151,6 +151,9 @@ varlog_err_t varlog_stats_get(varlog_client_t *c, varlog_stats_t *out)
     out->maybe_appended_records = get(&s->maybe_appended_records);
     out->retries = get(&s->retries) + get(&c->stats.append_retries);
     out->queue_full = get(&s->queue_full);
+    out->resolve_passes = get(&c->stats.resolve_passes);
+    out->resolved_found = get(&c->stats.resolved_found);
+    out->resolved_absent = get(&c->stats.resolved_absent);
 
     out->lookups = get(&c->stats.lookups);
     if (c->batcher) {

@@ -74,6 +74,9 @@ static bool fill(cJSON *r, const varlog_stats_t *st)
            put_u64(r, "maybe_appended_calls", st->maybe_appended_calls) &&
            put_u64(r, "maybe_appended_records", st->maybe_appended_records) &&
            put_u64(r, "retries", st->retries) && put_u64(r, "queue_full", st->queue_full) &&
+           put_u64(r, "resolve_passes", st->resolve_passes) &&
+           put_u64(r, "resolved_found", st->resolved_found) &&
+           put_u64(r, "resolved_absent", st->resolved_absent) &&
            put_u64(r, "lookups", st->lookups) &&
            put_u64(r, "lookup_batch_calls", st->lookup_batch_calls) &&
            put_u64(r, "lookup_single_calls", st->lookup_single_calls) &&

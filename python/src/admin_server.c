@@ -664,6 +664,20 @@ static PyObject *server_drop_stream_after(PyObject *self, PyObject *args, PyObje
     return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
 }
 
+static PyObject *server_drop_stream_after_write(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"method", "k", "n", NULL};
+    const char *method;
+    long long k;
+    int n = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sL|i:drop_stream_after_write", kwlist, &method, &k,
+                                     &n))
+        return NULL;
+    SRV_OR_NULL(p);
+    varlog_err_t err = varlog_server_drop_stream_after_write(p, method, (int64_t)k, n);
+    return err ? vp_raise(err, -1) : (Py_INCREF(Py_None), Py_None);
+}
+
 static PyObject *server_clear_faults(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
@@ -734,6 +748,9 @@ static PyMethodDef server_methods[] = {
     {"drop_stream_after", KW server_drop_stream_after, KWM,
      "drop_stream_after(method, k, n=1) -> None: the next n streams end UNAVAILABLE after k "
      "messages."},
+    {"drop_stream_after_write", KW server_drop_stream_after_write, KWM,
+     "drop_stream_after_write(method, k, n=1) -> None: as drop_stream_after, but Append request "
+     "k+1 is stored before its stream ends without the answer."},
     {"clear_faults", server_clear_faults, METH_NOARGS, "clear_faults() -> None"},
     {"call_count", server_call_count, METH_O, "call_count(method) -> int"},
     {"request_count", server_request_count, METH_O, "request_count(method) -> int"},

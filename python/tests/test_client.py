@@ -78,7 +78,9 @@ def test_not_appended_on_a_sealed_log_stream(client, server):
 
 
 def test_maybe_appended_when_the_answer_is_lost(server):
-    with varlog.Client(server.address, append_retries=0) as c:
+    # Without the library's read-back, a lost answer is reported as it is.
+    with varlog.Client(server.address, append_retries=0,
+                       append_resolve_maybe_appended=False) as c:
         server.drop_stream_after(APPEND, 0)
         with pytest.raises(varlog.MaybeAppended) as ei:
             c.append_to(1, 1, b"x", timeout=5)
@@ -89,6 +91,21 @@ def test_maybe_appended_when_the_answer_is_lost(server):
         with pytest.raises(varlog.MaybeAppended) as ei:
             c.append_to(1, 1, b"x", timeout=0.2)
         assert ei.value.name == "ERR_TIMED_OUT"
+
+
+def test_lost_answer_read_back_from_the_log(server):
+    # By default (append.resolve.maybe.appended) the library reads an ambiguous append back:
+    # stored before the answer was lost, it is reported stored, at the GLSN it has.
+    with varlog.Client(server.address) as c:
+        first = c.append_to(1, 1, b"before")[0]
+        server.drop_stream_after_write(APPEND, 0)
+        meta = c.append_to(1, 1, b"answer-lost", timeout=10)[0]
+        assert meta.glsn == first.glsn + 1
+        assert c.stats()["resolved_found"] == 1
+        server.drop_stream_after_write(APPEND, 0)
+        with c.appender(1, log_stream=1) as app:
+            assert app.append(b"answer-lost-too").result(timeout=10).glsn == meta.glsn + 1
+        assert c.stats()["resolved_found"] == 2
 
 
 def test_unreachable_cluster_fails_to_open():

@@ -213,7 +213,8 @@ def test_callbacks_run_on_the_resolving_thread():
 
 
 def test_failures_through_the_future_with_a_waiter(server):
-    with varlog.Client(server.address, append_retries=0) as c:
+    with varlog.Client(server.address, append_retries=0,
+                       append_resolve_maybe_appended=False) as c:
         server.seal(1, 1)
         server.delay(APPEND, 200)
         with c.appender(1, log_stream=1) as app:

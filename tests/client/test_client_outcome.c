@@ -237,7 +237,8 @@ static void test_attempt_bound_with_no_deadline(void **state)
     (void)state;
     wrap_reset();
     client_fixture_t f;
-    cf_start(&f, 1, 1, "append.attempt.timeout.ms", "300", "append.retries", "0", NULL);
+    cf_start(&f, 1, 1, "append.attempt.timeout.ms", "300", "append.retries", "0",
+             "append.resolve.maybe.appended", "false", NULL);
     assert_int_equal(varlog_server_delay(f.srv, CF_PATH_APPEND, 60000), VARLOG_OK);
     varlog_record_t rec = cf_record("x");
     varlog_outcome_t outcome = VARLOG_APPENDED;
@@ -257,7 +258,7 @@ static void test_attempt_failure_reported_as_itself(void **state)
     (void)state;
     wrap_reset();
     client_fixture_t f;
-    cf_start(&f, 1, 1, "append.retries", "0", NULL);
+    cf_start(&f, 1, 1, "append.retries", "0", "append.resolve.maybe.appended", "false", NULL);
     assert_int_equal(
         varlog_server_fail_next(f.srv, CF_PATH_APPEND, GRPC_UNAVAILABLE, "injected refusal", 1),
         VARLOG_OK);

@@ -237,8 +237,8 @@ static void test_failures_by_outcome(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 1, "append.retries", "0", "append.deny.ttl.ms", "0", "appender.linger.ms", "0",
-             NULL);
+    cf_start(&f, 1, 1, "append.retries", "0", "append.resolve.maybe.appended", "false",
+             "append.deny.ttl.ms", "0", "appender.linger.ms", "0", NULL);
     sink_t s;
     sink_init(&s);
     varlog_appender_t *app = NULL;

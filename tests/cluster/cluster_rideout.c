@@ -140,29 +140,17 @@ static void seal_watch_describe(const seal_watch_t *w, int64_t t_fault, char *bu
 
 /* ---- what the library says it resolved ------------------------------------------------------ */
 
-/* The statistics document's integer fields whose name mentions "resolv" (none today: the
- * counter comes with issue 35's change, under whatever name it gets), as "name=value ...",
- * or "none reported". */
+/* The client's read-back counters (varlog_client_stats), as "passes=N found=N absent=N". */
 static void resolved_from_stats(varlog_client_t *client, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "none reported");
-    char *json = NULL;
-    if (varlog_stats_json(client, &json, NULL) != VARLOG_OK || json == NULL)
+    varlog_client_stats_t st;
+    if (varlog_client_stats(client, &st) != VARLOG_OK) {
+        snprintf(buf, cap, "no counters");
         return;
-    size_t used = 0;
-    for (const char *k = strchr(json, '"'); k != NULL;) {
-        const char *end = strchr(k + 1, '"');
-        if (end == NULL)
-            break;
-        const char *after = end + 1;
-        if (*after == ':' && memmem(k + 1, (size_t)(end - k - 1), "resolv", 6) != NULL &&
-            used + 1 < cap) {
-            used += (size_t)snprintf(buf + used, cap - used, "%s%.*s=%lld", used ? " " : "",
-                                     (int)(end - k - 1), k + 1, strtoll(after + 1, NULL, 10));
-        }
-        k = strchr(after, '"');
     }
-    varlog_stats_json_free(json);
+    snprintf(buf, cap, "passes=%llu found=%llu absent=%llu",
+             (unsigned long long)st.resolve_passes, (unsigned long long)st.resolved_found,
+             (unsigned long long)st.resolved_absent);
 }
 
 /* ---- the scenario ------------------------------------------------------------------------- */

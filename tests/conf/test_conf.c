@@ -42,6 +42,7 @@ static const struct prop_case cases[] = {
     {"append.retry.backoff.ms", "10", "1", "ten", "0", "60001", "[1, 60000]"},
     {"append.retry.backoff.max.ms", "1000", "600000", "1.5", "0", "600001", "[1, 600000]"},
     {"append.retry.maybe.appended", "false", "true", "maybe", NULL, NULL, NULL},
+    {"append.resolve.maybe.appended", "true", "false", "maybe", NULL, NULL, NULL},
     {"append.attempt.timeout.ms", "10000", "1", "10s", "0", "3600001", "[1, 3600000]"},
     {"append.deny.ttl.ms", "600000", "0", "never", "-1", "86400001", "[0, 86400000]"},
     {"append.record.max.bytes", "4194304", "1024", "4MiB", "0", "1073741825", "[1, 1073741824]"},

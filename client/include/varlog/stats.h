@@ -75,6 +75,10 @@ typedef struct varlog_stats {
     uint64_t maybe_appended_calls, maybe_appended_records;
     uint64_t retries;    /* varlog_append attempts after the first + appender batches resent */
     uint64_t queue_full; /* varlog_appender_append calls refused with QUEUE_FULL */
+    /* Ambiguous appends read back from the log (append.resolve.maybe.appended): passes
+     * made, and appends (calls of varlog_append, batches of the appenders) found stored or
+     * proved absent by them. */
+    uint64_t resolve_passes, resolved_found, resolved_absent;
 
     /* Metadata and connections, counters. */
     uint64_t lookups;             /* metadata lookups requested by retries */
