@@ -599,8 +599,13 @@ varlog_err_t append_resolve(varlog_client_t *c, resolve_req_t *req, char *why, s
         VARLOG__SNPB__LOG_STREAM_REPLICA_METADATA_REQUEST__INIT;
     mr.topic_id = req->topic_id;
     mr.log_stream_id = req->log_stream_id;
-    rs_fanout_t f = {
-        .c = c, .req = &mr.base, .deadline_ms = req->deadline_ms, .r = reps, .n = n_reps};
+    /* The replicas' metadata within metadata.call.timeout.ms, not the whole pass: a replica
+     * that hangs (a SIGSTOPped backup) must not keep the pass from reading the others while
+     * the primary's seal lasts, seconds at most. */
+    int64_t md_deadline = wire_now_ms() + c->conf->metadata_call_timeout_ms;
+    if (md_deadline > req->deadline_ms)
+        md_deadline = req->deadline_ms;
+    rs_fanout_t f = {.c = c, .req = &mr.base, .deadline_ms = md_deadline, .r = reps, .n = n_reps};
     md_fanout(&f);
 
     /* Candidates in preference order (a handful: insertion sort). */

@@ -4,6 +4,7 @@
  * group per retry cycle. Runs on the appender's thread. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "appender_internal.h"
 
@@ -75,6 +76,10 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
                 b->state = SLOT_OUT;
                 char last[sizeof(b->errtext)];
                 last_attempt(ts, b, last, sizeof(last));
+                if (r->resolve && r->note[0]) {
+                    size_t len = strlen(last);
+                    snprintf(last + len, sizeof(last) - len, "; read back: %s", r->note);
+                }
                 app_batch_fail_expired(b,
                                        r->resolve ? "while its fate was read back from the log"
                                                   : "while the batch waited to be sent again",

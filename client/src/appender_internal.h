@@ -118,6 +118,7 @@ typedef struct app_retry {
     struct varlog_appender *app;
     app_lane_t *lane; /* held until the batches are back, in bound mode; always for resolve */
     bool resolve;     /* a read-back task (appender_resolve.c), not a backoff */
+    char note[200];   /* (mu) a read-back's last pass: what it learnt, for the deadline's text */
     batch_list_t batches;
     bool taken; /* (mu) closing took the batches back */
     struct app_retry *next;

@@ -96,6 +96,9 @@ static int resolve_handler(vq_ctx_t *ctx, void *arg)
             rs->final[i] = RESOLVE_ABSENT;
         }
     }
+    pthread_mutex_lock(&app->mu);
+    snprintf(rs->r->note, sizeof(rs->r->note), "%.199s", rs->why);
+    pthread_mutex_unlock(&app->mu);
     if (all_decided(rs) || wire_now_ms() >= rs->deadline_ms)
         return 0;
     return VQ_ERR_USER; /* look again after a backoff: a seal, a replica back */

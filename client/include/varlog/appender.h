@@ -48,13 +48,24 @@
  * callbacks of different log streams interleave in the order their answers arrive.
  *
  * Failures: when an Append stream fails, every batch on it gets an outcome. Batches certainly
- * not stored are sent again after a jittered backoff (append.retries, append.retry.backoff.ms
- * and .max.ms, a metadata lookup before each, shared with other retries through the client's
- * lookup batcher), in topic mode to another log stream; batches that may have been stored
- * are sent again only when append.retry.maybe.appended is true, otherwise their calls fail
- * with MAYBE_APPENDED. A batch without an answer for append.attempt.timeout.ms ends its
- * stream as a hung node would (MAYBE_APPENDED, the log stream is denied). A new stream is
- * opened for the next batches.
+ * not stored are sent again after a jittered backoff (append.retry.backoff.ms and .max.ms, a
+ * metadata lookup before each, shared with other retries through the client's lookup
+ * batcher), in topic mode to another log stream. With append.retries -1 (the default) they
+ * are sent again until their delivery deadline, however often they are refused: a bound
+ * appender waits for its log stream to be unsealed, a topic-wide one for any log stream to
+ * take appends, so a storage node's restart
+ * or a seal and unseal within appender.delivery.timeout.ms costs no call; with a count, at
+ * most that many times. Batches that may have been stored (sent, no answer) are read back
+ * from the log first (append.resolve.maybe.appended, the default): found there, the call
+ * succeeds with the positions they have; proved absent (the primary they were sent to
+ * reports the log stream sealed without them), they are sent again like refused ones;
+ * neither by their deadline, they fail MAYBE_APPENDED (TIMED_OUT). Meanwhile their log stream
+ * takes no newer batch of this appender. With append.retry.maybe.appended true they are
+ * sent again instead; with both off they fail MAYBE_APPENDED at once. A batch without an
+ * answer for append.attempt.timeout.ms ends its stream as a hung node would (MAYBE_APPENDED,
+ * the log stream is denied). A new stream is opened for the next batches.
+ * docs/RELIABILITY.md ("Riding out a storage node's failure") says when absence is proved and
+ * what was measured against real Varlog.
  *
  * Delivery deadline: every call has its callback within appender.delivery.timeout.ms (30 s)
  * of the append that queued it (measured from the first call of its batch), plus the time
@@ -70,7 +81,8 @@
  * left), and otherwise fails with RPC_CANCELLED (MAYBE_APPENDED) and a text naming the
  * other batch's delivery deadline as the cause.
  *
- * An unreachable log stream: when a batch has used its attempts without reaching the node
+ * An unreachable log stream (append.retries set to a count): when a batch has used its
+ * attempts without reaching the node
  * (connection refused, no route), every batch waiting to be sent to that log stream fails
  * at once with the same code (RPC_UNAVAILABLE) and a text saying so (in topic mode: when no
  * other log stream of the topic can take them), instead of each going through its own

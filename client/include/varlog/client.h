@@ -130,9 +130,15 @@ VARLOG_API varlog_err_t varlog_client_appendable_log_streams(varlog_client_t *cl
  * the topic's unsealed log streams that are not denied. The batch is stored atomically with
  * consecutive GLSNs and LLSNs in one log stream, or not at all.
  *
- * A failed attempt is retried (up to `append.retries` times, with jittered exponential
- * backoff, within timeout_ms) when the records were certainly not stored, or also after an
- * ambiguous failure when `append.retry.maybe.appended` is true. Before each retry the client
+ * A failed attempt is retried (with jittered exponential backoff, within timeout_ms) when the
+ * records were certainly not stored: until timeout_ms with `append.retries` -1 (the default;
+ * 3 retries when timeout_ms is -1), waiting out a sealed log stream or a topic with none
+ * appendable; `append.retries` times where it is set. After an ambiguous failure (sent, no
+ * answer) the records are read back from the log (`append.resolve.maybe.appended`, the
+ * default): found, the call succeeds with their positions; proved absent (the primary they
+ * were sent to reports the log stream sealed without them), they are retried as above;
+ * neither within timeout_ms, the call fails MAYBE_APPENDED. With
+ * `append.retry.maybe.appended` true they are retried instead. Before each retry the client
  * refreshes its metadata; concurrent retries share that lookup (`lookup.batch.size`). A log
  * stream that fails for reasons of its own (sealed, unreachable, unknown to its node, not
  * answering within `append.attempt.timeout.ms`) is denied for `append.deny.ttl.ms` and the
@@ -155,7 +161,9 @@ VARLOG_API varlog_err_t varlog_client_appendable_log_streams(varlog_client_t *cl
  * append.batch.max.bytes bytes, timeout_ms 0 or below -1), UNKNOWN_TOPIC (also after a
  * refresh), UNKNOWN_LOG_STREAM (a log stream the metadata no longer lists), NO_LOG_STREAM
  * (no log stream of the topic can take appends: it has none, or every one is sealed, even
- * in metadata fetched within metadata.recheck.interval.ms; not retried), SEALED, TIMED_OUT,
+ * in metadata fetched within metadata.recheck.interval.ms; with append.retries -1 only when
+ * timeout_ms is -1, otherwise waited for until TIMED_OUT), SEALED (append.retries set),
+ * TIMED_OUT (with the last attempt's cause in the text),
  * CLOSED, NOMEM, DECODE (an answer that could not be read: MAYBE_APPENDED), RPC_* codes of
  * the last attempt (RPC_DEADLINE_EXCEEDED when an attempt reached append.attempt.timeout.ms)
  * or of the metadata lookup an unknown topic needed.
