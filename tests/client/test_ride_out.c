@@ -19,6 +19,7 @@
 #include "client_fixture.h"
 #include "test_support.h"
 #include "varlog/appender.h"
+#include "varlog/stats.h"
 
 #define TIMEOUT 30000
 
@@ -279,6 +280,77 @@ static void test_topic_appender_waits_for_unseal(void **state)
     cf_stop(&f);
 }
 
+typedef struct retries_wait {
+    varlog_client_t *client;
+    uint64_t want, seen;
+} retries_wait_t;
+
+static bool retries_reached(void *arg)
+{
+    retries_wait_t *w = arg;
+    varlog_stats_t st;
+    if (varlog_stats_get(w->client, &st) != VARLOG_OK)
+        return false;
+    w->seen = st.retries;
+    return w->seen >= w->want;
+}
+
+/* The node stopped and started again (a restart on the same port): the calls queued while it
+ * was away wait, retried with backoff, and are stored once it is back; a bound and a
+ * topic-wide appender alike. */
+static void stop_restart_with(int32_t bound_ls)
+{
+    client_fixture_t f;
+    cf_start(&f, 1, 2, NULL);
+    varlog_appender_t *app;
+    assert_int_equal(varlog_appender_new(f.client, 1, bound_ls, &app), VARLOG_OK);
+    warm_up(app);
+    assert_int_equal(varlog_server_stop(f.srv), VARLOG_OK);
+    enum { N = 20 };
+    result_t r[N];
+    memset(r, 0, sizeof(r));
+    char payload[N][32];
+    uint64_t retried = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(payload[i], sizeof(payload[i]), "while-stopped-%d", i);
+        append_one(app, payload[i], &r[i]);
+    }
+    /* Wait until the appender has been refused and gone back for another try: the node's
+     * absence is what is under test, not a time. (Each try waits for a metadata lookup too,
+     * which the embedded server, repository and node in one, also refuses: seconds apart.) */
+    retries_wait_t rw = {f.client, 1, 0};
+    if (!test_wait_until(retries_reached, &rw, cf_wait_bound_ms()))
+        fail_msg("the appender did not retry while the node was away");
+    retried = rw.seen;
+    for (int i = 0; i < N; i++)
+        if (result_done(&r[i]))
+            fail_msg("call %d settled while the node was away: %s %s", i, varlog_err_name(r[i].err),
+                     r[i].text);
+    assert_int_equal(varlog_server_restart(f.srv), VARLOG_OK);
+    for (int i = 0; i < N; i++) {
+        await_result(&r[i], TIMEOUT);
+        if (r[i].err != VARLOG_OK)
+            fail_msg("call %d: %s %s", i, varlog_err_name(r[i].err), r[i].text);
+        assert_stored_once_at(&f, r[i].meta.log_stream_id, payload[i], &r[i].meta);
+    }
+    print_message("    %d calls stored once after the restart, %llu retries while away\n", N,
+                  (unsigned long long)retried);
+    assert_int_equal(varlog_appender_close(&app, TIMEOUT), VARLOG_OK);
+    cf_stop(&f);
+}
+
+static void test_bound_appender_rides_out_a_restart(void **state)
+{
+    (void)state;
+    stop_restart_with(1);
+}
+
+static void test_topic_appender_rides_out_a_restart(void **state)
+{
+    (void)state;
+    stop_restart_with(0);
+}
+
 /* ---- the synchronous calls --------------------------------------------------------------- */
 
 typedef struct sync_call {
@@ -408,6 +480,8 @@ int main(void)
         cmocka_unit_test(test_appender_unknown_until_deadline),
         cmocka_unit_test(test_appender_resolve_off),
         cmocka_unit_test(test_topic_appender_waits_for_unseal),
+        cmocka_unit_test(test_bound_appender_rides_out_a_restart),
+        cmocka_unit_test(test_topic_appender_rides_out_a_restart),
         cmocka_unit_test(test_sync_found_after_drop),
         cmocka_unit_test(test_sync_absent_then_unseal),
         cmocka_unit_test(test_sync_topic_waits_for_unseal),
