@@ -11,6 +11,10 @@
  *     thread at every round: app_expire_waiting_locked is wrapped at link time);
  *   - every error names its real cause: a code the node was made to send, the appender's own
  *     delivery deadline, a hung node's attempt timeout, or the close;
+ *   - no record is stored twice (unless append.retry.maybe.appended), an APPENDED call's
+ *     records are stored once at the position its callback gave, a NOT_APPENDED call's not
+ *     at all (issue 35: seals, unseals and drops after the write are drawn too, and
+ *     append.retries -1, which waits refusals out, and the read-back of ambiguous batches);
  *   - in bound mode, callbacks run in call order, whatever their outcome (issue 34: a
  *     deadline that settled an older batch in flight or in a retry and younger waiting ones
  *     ran the younger ones' callbacks first). In topic mode a batch sent again after a
@@ -151,9 +155,10 @@ typedef struct scall {
     call_t c; /* first: track's */
     episode_t *ep;
     int64_t appended_ms;
-    int gen;         /* the appender it went to (a close opens the next) */
-    int64_t slow_ms; /* the callback takes this long */
-    bool queued;     /* the append returned OK: one callback is owed */
+    int gen;             /* the appender it went to (a close opens the next) */
+    int64_t slow_ms;     /* the callback takes this long */
+    bool queued;         /* the append returned OK: one callback is owed */
+    char payload[2][48]; /* unique per call and record: the log is checked for copies */
     atomic_llong at_ms;
 } scall_t;
 
@@ -172,6 +177,7 @@ struct episode {
     /* what the node was made to do this episode (callbacks read them) */
     atomic_uint injected; /* bit c: grpc code c sent by fail_next */
     atomic_bool dropped, hung;
+    bool sealed; /* a log stream is sealed now (step_clean unseals) */
     /* the machine's stalls (stall_watch) */
     pthread_t watcher;
     atomic_bool watch_stop;
@@ -287,6 +293,7 @@ static void check_cause(scall_t *sc, const varlog_append_result_t *r)
         if (!injected(ep, 14) && !atomic_load(&ep->dropped))
             atu_note_bad("call %ld: UNAVAILABLE, the node neither dropped nor sent it: %s", id, t);
         break;
+    case VARLOG_ERR_NO_LOG_STREAM: /* topic mode, counting retries: every one sealed */
     case VARLOG_ERR_SEALED:
         if (!injected(ep, 9))
             atu_note_bad("call %ld: SEALED, never sent by the node: %s", id, t);
@@ -364,7 +371,11 @@ static void step_append(episode_t *ep)
             sc->slow_ms = 1 + rng_below(&ep->rng, ep->delivery / 4);
             ep->slow_pending = true;
         }
-        varlog_record_t recs[2] = {cf_record("0123456789abcdef"), cf_record("fedcba9876543210")};
+        snprintf(sc->payload[0], sizeof(sc->payload[0]), "s%016llx-%zu-0",
+                 (unsigned long long)g_seed, ep->n_calls);
+        snprintf(sc->payload[1], sizeof(sc->payload[1]), "s%016llx-%zu-1",
+                 (unsigned long long)g_seed, ep->n_calls);
+        varlog_record_t recs[2] = {cf_record(sc->payload[0]), cf_record(sc->payload[1])};
         sc->appended_ms = test_now_ms();
         varlog_err_t rc = varlog_appender_append(ep->x.app, recs, n, 0, sched_cb, sc);
         ep->n_calls++;
@@ -385,7 +396,19 @@ static void step_fault(episode_t *ep)
     ep->clean = false;
     ep->faults++;
     varlog_server_t *srv = ep->x.f.srv;
-    switch (rng_below(&ep->rng, 3)) {
+    switch (rng_below(&ep->rng, 5)) {
+    case 3: /* a seal: refusals "sealed" until step_clean unseals */
+        atomic_fetch_or(&ep->injected, 1u << 9);
+        ep->sealed = true;
+        assert_int_equal(varlog_server_seal(srv, 1, 1 + (int32_t)rng_below(&ep->rng, ep->n_ls)),
+                         VARLOG_OK);
+        break;
+    case 4: /* the request stored, its answer lost: the read-back finds it */
+        atomic_store(&ep->dropped, true);
+        assert_int_equal(
+            varlog_server_drop_stream_after_write(srv, CF_PATH_APPEND, rng_below(&ep->rng, 3), 1),
+            VARLOG_OK);
+        break;
     case 0: {
         static const int codes[] = {1, 4, 8, 9, 13, 14};
         int code = codes[rng_below(&ep->rng, 6)];
@@ -414,6 +437,9 @@ static void step_fault(episode_t *ep)
 static void step_clean(episode_t *ep)
 {
     varlog_server_clear_faults(ep->x.f.srv);
+    for (int32_t ls = 1; ep->sealed && ls <= ep->n_ls; ls++)
+        assert_int_equal(varlog_server_unseal(ep->x.f.srv, 1, ls), VARLOG_OK);
+    ep->sealed = false;
     int64_t pick = rng_below(&ep->rng, 3);
     /* Fast answers; slow ones (perhaps past the delivery deadline); or answers that come
      * just before the delivery deadline, where a held check finds them waiting. */
@@ -504,6 +530,63 @@ static void check_step(episode_t *ep)
     }
 }
 
+/* The log against the outcomes, once every call settled: copies per record. */
+typedef struct log_count {
+    episode_t *ep;
+    uint32_t *copies;           /* per call and record: [call * 2 + record] */
+    varlog_entry_meta_t *first; /* per call: where its first record is */
+} log_count_t;
+
+static void count_entry(void *arg, const varlog_entry_meta_t *meta, const void *data, size_t len)
+{
+    log_count_t *lc = arg;
+    char buf[48];
+    if (len == 0 || len >= sizeof(buf))
+        return;
+    memcpy(buf, data, len);
+    buf[len] = '\0';
+    unsigned long long seed;
+    size_t call;
+    int rec;
+    if (sscanf(buf, "s%16llx-%zu-%d", &seed, &call, &rec) != 3 || seed != g_seed ||
+        call >= lc->ep->n_calls || rec < 0 || rec > 1)
+        return;
+    if (lc->copies[call * 2 + (size_t)rec]++ == 0 && rec == 0)
+        lc->first[call] = *meta;
+}
+
+static void check_log(episode_t *ep)
+{
+    log_count_t lc = {.ep = ep,
+                      .copies = calloc(ep->n_calls * 2 + 1, sizeof(uint32_t)),
+                      .first = calloc(ep->n_calls + 1, sizeof(varlog_entry_meta_t))};
+    assert_non_null(lc.copies);
+    assert_non_null(lc.first);
+    for (int32_t ls = 1; ls <= ep->n_ls; ls++)
+        cf_stored_each(ep->x.f.srv, 1, ls, count_entry, &lc);
+    for (size_t i = 0; i < ep->n_calls; i++) {
+        const scall_t *sc = &ep->calls[i];
+        if (!sc->queued)
+            continue;
+        for (size_t r = 0; r < sc->c.n; r++) {
+            uint32_t n = lc.copies[i * 2 + r];
+            if (n > 1 && !ep->retry_maybe)
+                SCHED_FAIL("call %zu: record %zu stored %u times", i, r, n);
+            if (sc->c.err == VARLOG_OK && n == 0)
+                SCHED_FAIL("call %zu: APPENDED, record %zu not in the log", i, r);
+            if (sc->c.err != VARLOG_OK && sc->c.outcome == VARLOG_NOT_APPENDED && n > 0)
+                SCHED_FAIL("call %zu: NOT_APPENDED (%s), record %zu stored", i,
+                           varlog_err_name(sc->c.err), r);
+        }
+        if (sc->c.err == VARLOG_OK && lc.copies[i * 2] == 1 &&
+            (lc.first[i].glsn != sc->c.first.glsn || lc.first[i].llsn != sc->c.first.llsn))
+            SCHED_FAIL("call %zu: APPENDED at GLSN %llu, stored at GLSN %llu", i,
+                       (unsigned long long)sc->c.first.glsn, (unsigned long long)lc.first[i].glsn);
+    }
+    free(lc.copies);
+    free(lc.first);
+}
+
 /* ---- the episodes ------------------------------------------------------------------------- */
 
 static bool call_settled(void *arg)
@@ -545,7 +628,7 @@ static void episode_run(uint64_t seed, int64_t budget_ms)
         ep->delivery = ep->attempt + ep->attempt / 2;
         ep->clean_delay = ep->attempt / (2 * (ep->depth + 1));
     }
-    ep->retries = (int)rng_below(&ep->rng, 4);
+    ep->retries = (int)rng_below(&ep->rng, 5) - 1; /* -1: refusals waited out to the deadline */
     ep->retry_maybe = rng_pct(&ep->rng, 50);
     ep->batch_max = 1 + (int)rng_below(&ep->rng, 4);
     ep->linger = (int)rng_below(&ep->rng, 6);
@@ -622,6 +705,7 @@ static void episode_run(uint64_t seed, int64_t budget_ms)
                   atomic_load(&g_holds) - holds0, atomic_load(&g_windows) - windows0,
                   atomic_load(&ep->stalls));
     check_step(ep);
+    check_log(ep);
     atomic_store(&ep->watch_stop, true);
     pthread_join(ep->watcher, NULL);
     fx_stop(&ep->x);
