@@ -20,6 +20,10 @@
 #include "appender_internal.h"
 #include "wire.h"
 
+/* The longest wait between two passes: a pass is a metadata call to each replica and a read
+ * of the entries since the last confirmed one, cheap beside the lane it keeps waiting. */
+#define RESOLVE_PASS_GAP_MS 200
+
 typedef struct app_resolve {
     app_retry_t *r;
     varlog_client_t *c;
@@ -223,7 +227,6 @@ bool app_resolve_submit(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *
     r->resolve = true;
     r->batches = *batches;
     int64_t left_ms = rs->deadline_ms - wire_now_ms();
-    const varlog_conf_t *conf = c->conf;
     vq_task_spec_t spec = {
         .handler = resolve_handler,
         .arg = rs,
@@ -235,10 +238,10 @@ bool app_resolve_submit(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *
         /* The first pass at once (a batch stored before the stream broke is there now);
          * the next ones wait for the cluster to change: a seal, a replica back. */
         .retry = {.count = UINT_MAX - 1,
-                  .min_ns =
-                      (conf->append_retry_backoff_ms > 100 ? conf->append_retry_backoff_ms : 100) *
-                      1000000,
-                  .max_ns = conf->append_retry_backoff_max_ms * 1000000,
+                  /* 50 ms doubling to RESOLVE_PASS_GAP_MS: a resumed primary may be
+                   * sealed and unsealed within a second, and only its seal proves absence. */
+                  .min_ns = 50 * 1000000,
+                  .max_ns = RESOLVE_PASS_GAP_MS * 1000000,
                   .factor = 2.0,
                   .jitter = true},
     };

@@ -148,9 +148,8 @@ static void resolved_from_stats(varlog_client_t *client, char *buf, size_t cap)
         snprintf(buf, cap, "no counters");
         return;
     }
-    snprintf(buf, cap, "passes=%llu found=%llu absent=%llu",
-             (unsigned long long)st.resolve_passes, (unsigned long long)st.resolved_found,
-             (unsigned long long)st.resolved_absent);
+    snprintf(buf, cap, "passes=%llu found=%llu absent=%llu", (unsigned long long)st.resolve_passes,
+             (unsigned long long)st.resolved_found, (unsigned long long)st.resolved_absent);
 }
 
 /* ---- the scenario ------------------------------------------------------------------------- */
@@ -328,7 +327,19 @@ static void rideout(cluster_t *c, varlog_client_t *client, varlog_admin_t *adm, 
                                  "out the fault: the log streams were RUNNING again %.1f s after "
                                  "it, the delivery timeout is 30 s",
                                  n_not, calls, refused, n_pending, secs(t_fault, t_running));
-    if (maybe_sealed > 0 && used < sizeof(broken))
+    /* After a SIGSTOP, Varlog gives the client no window it is sure to see: varlogadm seals
+     * the resumed primary and unseals at once (within 100 ms in 1 run of 5), and only the
+     * primary's own seal proves absence (docs/RELIABILITY.md, "When absence is proved"). A
+     * MAYBE left there is "a MAYBE left where no proof exists" (issue 35): counted, printed.
+     * After a kill -9 the restarted primary stays sealed for seconds: a MAYBE there fails. */
+    bool proof_window = run->fault == RIDEOUT_KILL_RESTART;
+    if (maybe_sealed > 0 && !proof_window)
+        fprintf(stderr,
+                "%s: %ld MAYBE_APPENDED left on a log stream sealed during the fault (%s; %ld "
+                "of them found stored), where the read-back may miss the resumed primary's "
+                "seal: counted, not failed\n",
+                run->what, maybe_sealed, sealed, rep.maybe_stored);
+    if (maybe_sealed > 0 && proof_window && used < sizeof(broken))
         used += (size_t)snprintf(broken + used, sizeof(broken) - used,
                                  "; %ld MAYBE_APPENDED left on a log stream sealed during the "
                                  "fault (%s), where the log proves presence or absence (%ld of "
