@@ -44,6 +44,7 @@ typedef struct append_op {
     int32_t unresolved_ls;
     uint64_t unresolved_after;
     char unresolved_to[128];
+    bool seal_seen; /* a read-back pass saw a replica SEALED or SEALING */
     varlog_err_t err;
     char errtext[384];
     varlog_entry_meta_t metas[]; /* n, filled by the attempt that succeeded */
@@ -426,9 +427,25 @@ static bool resolve_pass(append_op_t *op)
         settled = true;
     } else if (!op->done) {
         size_t len = strlen(op->errtext);
-        if (!strstr(op->errtext, "; read back: "))
+        /* A seal came and went without the primary seen sealed: no later pass can prove
+         * absence (appender_resolve.c, the same rule), so the call ends MAYBE now. */
+        bool futile =
+            op->seal_seen && !req.saw_seal && req.sent_to_status == RESOLVE_STATUS_RUNNING;
+        if (futile)
+            snprintf(why, sizeof(why),
+                     "log stream %d of topic %d was sealed and unsealed while its primary was "
+                     "not seen sealed: nothing proves the records absent, and they are not in "
+                     "the log",
+                     op->unresolved_ls, op->topic_id);
+        if (futile || !strstr(op->errtext, "; read back: "))
             snprintf(op->errtext + len, sizeof(op->errtext) - len, "; read back: %s",
                      why[0] ? why : varlog_err_str(err));
+        op->seal_seen |= req.saw_seal;
+        if (futile) {
+            op->unresolved = false;
+            op_finish_locked(op, op->err, NULL);
+            settled = true;
+        }
     }
     pthread_mutex_unlock(&op->mu);
     free(metas);

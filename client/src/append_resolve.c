@@ -547,6 +547,8 @@ varlog_err_t append_resolve(varlog_client_t *c, resolve_req_t *req, char *why, s
         why[0] = '\0';
     if (!c || !req || (req->n && !req->batches))
         return VARLOG_ERR_INVALID_ARG;
+    req->saw_seal = false;
+    req->sent_to_status = -1;
     for (size_t i = 0; i < req->n; i++)
         req->batches[i].verdict = RESOLVE_UNKNOWN;
     errtext_guard_begin();
@@ -607,6 +609,21 @@ varlog_err_t append_resolve(varlog_client_t *c, resolve_req_t *req, char *why, s
         md_deadline = req->deadline_ms;
     rs_fanout_t f = {.c = c, .req = &mr.base, .deadline_ms = md_deadline, .r = reps, .n = n_reps};
     md_fanout(&f);
+    req->saw_seal = false;
+    req->sent_to_status = -1;
+    for (size_t i = 0; i < n_reps; i++) {
+        if (reps[i].err != VARLOG_OK || !reps[i].resp)
+            continue;
+        const Varlog__Snpb__LogStreamReplicaMetadataDescriptor *d =
+            ((const Varlog__Snpb__LogStreamReplicaMetadataResponse *)reps[i].resp)
+                ->log_stream_replica;
+        if (!d)
+            continue;
+        req->saw_seal |= d->status == VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALED ||
+                         d->status == VARLOG__VARLOGPB__LOG_STREAM_STATUS__LS_STATUS_SEALING;
+        if (req->sent_to && reps[i].may_prove)
+            req->sent_to_status = (int)d->status;
+    }
 
     /* Candidates in preference order (a handful: insertion sort). */
     size_t order[RS_PARALLEL_MAX * 4], n_cand = 0;

@@ -22,6 +22,9 @@
 
 typedef enum { RESOLVE_UNKNOWN = 0, RESOLVE_FOUND, RESOLVE_ABSENT } resolve_verdict_t;
 
+/* varlogpb.LogStreamStatus LS_STATUS_RUNNING, as resolve_req_t.sent_to_status gives it. */
+#define RESOLVE_STATUS_RUNNING 0
+
 typedef struct resolve_batch {
     /* AppendRequest field-3 encodings of the batch's records, as sent (codec_put_payload
      * output, concatenated). Borrowed for the pass. */
@@ -55,6 +58,12 @@ typedef struct resolve_req {
     /* The address of the primary the batches were sent to: only its seal proves absence
      * (NULL: any replica's, for callers that cannot know). Borrowed for the pass. */
     const char *sent_to;
+    /* Out, whatever the pass returns: whether some replica answered SEALED or SEALING, and
+     * the status sent_to answered (-1: it did not, or sent_to is NULL). A caller that saw a
+     * seal in an earlier pass and now finds sent_to RUNNING knows the seal came and went
+     * without sent_to seen sealed: no later pass can prove absence until the next seal. */
+    bool saw_seal;
+    int sent_to_status;
 } resolve_req_t;
 
 /*

@@ -71,6 +71,11 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
         if (r->lane)
             r->lane->held--;
         batch_list_t back = {0};
+        if (r->resolve) { /* what its passes learnt decides, not only the deadline */
+            app_resolve_expire_locked(ts, r, now_ms, &back);
+            app_ready_return_locked(app, &back);
+            continue;
+        }
         while ((b = blist_pop(&r->batches))) {
             if (app_batch_expired(b, now_ms)) {
                 b->state = SLOT_OUT;

@@ -119,6 +119,7 @@ typedef struct app_retry {
     app_lane_t *lane; /* held until the batches are back, in bound mode; always for resolve */
     bool resolve;     /* a read-back task (appender_resolve.c), not a backoff */
     char note[200];   /* (mu) a read-back's last pass: what it learnt, for the deadline's text */
+    struct app_resolve *rs; /* a read-back's state, while r is on the list */
     batch_list_t batches;
     bool taken; /* (mu) closing took the batches back */
     struct app_retry *next;
@@ -270,6 +271,12 @@ bool app_resolve_submit(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *
 void app_take_resolved(app_thread_state_t *ts);
 /* Takes r off the appender's list of retries out. Called with mu held. */
 void app_retry_unlink_locked(varlog_appender_t *app, app_retry_t *r);
+/* A read-back's batches taken back at the oldest one's deadline (r->taken just set): those
+ * its passes found are settled APPENDED, those proved absent and not expired go to back (to
+ * be sent again), the rest fail as their deadline or the older batch's ended the read-back.
+ * With mu, on the appender's thread. */
+void app_resolve_expire_locked(app_thread_state_t *ts, app_retry_t *r, int64_t now_ms,
+                               batch_list_t *back);
 
 /* ---- appender_settle.c ---- */
 /* The only way a batch with its outcome (err, outcome, errtext set) reaches its callbacks:

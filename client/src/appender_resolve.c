@@ -37,7 +37,8 @@ typedef struct app_resolve {
     resolve_verdict_t *final;    /* per batch: what the passes so far decided */
     varlog_entry_meta_t **metas; /* per batch: this pass's metas, then the found ones */
     varlog_entry_meta_t **found;
-    char why[256]; /* the last pass's account */
+    char why[256];  /* the last pass's account */
+    bool seal_seen; /* some pass saw a replica SEALED or SEALING */
 } app_resolve_t;
 
 static void resolve_free(app_resolve_t *rs)
@@ -90,6 +91,8 @@ static int resolve_handler(vq_ctx_t *ctx, void *arg)
     }
     varlog_err_t err = append_resolve(rs->c, &req, rs->why, sizeof(rs->why));
     atomic_fetch_add(&rs->c->stats.resolve_passes, 1);
+    /* Under mu: the deadline check reads what the passes decided (app_resolve_expire_locked). */
+    pthread_mutex_lock(&app->mu);
     for (size_t i = 0; err == VARLOG_OK && i < rs->n; i++) {
         if (rs->final[i] == RESOLVE_FOUND)
             continue; /* found once is found: a later pass may only fail to read it again */
@@ -100,11 +103,26 @@ static int resolve_handler(vq_ctx_t *ctx, void *arg)
             rs->final[i] = RESOLVE_ABSENT;
         }
     }
-    pthread_mutex_lock(&app->mu);
     snprintf(rs->r->note, sizeof(rs->r->note), "%.199s", rs->why);
     pthread_mutex_unlock(&app->mu);
     if (all_decided(rs) || wire_now_ms() >= rs->deadline_ms)
         return 0;
+    /* A seal came and went and the primary was not seen sealed (a resumed primary sealed
+     * and unsealed between two passes): no pass can prove absence until the next seal.
+     * The batches end MAYBE_APPENDED now rather than at their deadline, and their lane takes
+     * appends again. */
+    bool futile = rs->seal_seen && !req.saw_seal && req.sent_to_status == RESOLVE_STATUS_RUNNING;
+    rs->seal_seen |= req.saw_seal;
+    if (futile) {
+        pthread_mutex_lock(&app->mu);
+        snprintf(rs->why, sizeof(rs->why),
+                 "log stream %d of topic %d was sealed and unsealed while its primary %s was "
+                 "not seen sealed: nothing proves the batch absent, and it is not in the log",
+                 rs->ls, rs->topic_id, rs->sent_to ? rs->sent_to : "?");
+        snprintf(rs->r->note, sizeof(rs->r->note), "%.199s", rs->why);
+        pthread_mutex_unlock(&app->mu);
+        return 0;
+    }
     return VQ_ERR_USER; /* look again after a backoff: a seal, a replica back */
 }
 
@@ -222,6 +240,7 @@ bool app_resolve_submit(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *
         return false;
     }
     rs->r = r;
+    r->rs = rs;
     r->app = app;
     r->lane = lane;
     r->resolve = true;
@@ -265,6 +284,50 @@ bool app_resolve_submit(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *
     resolve_free(rs);
     atomic_fetch_sub(&app->refs, 1);
     return false;
+}
+
+void app_resolve_expire_locked(app_thread_state_t *ts, app_retry_t *r, int64_t now_ms,
+                               batch_list_t *back)
+{
+    app_resolve_t *rs = r->rs;
+    app_batch_t *b;
+    for (size_t i = 0; (b = blist_pop(&r->batches)); i++) {
+        b->state = SLOT_OUT;
+        resolve_verdict_t v = i < rs->n ? rs->final[i] : RESOLVE_UNKNOWN;
+        if (v == RESOLVE_FOUND) {
+            memcpy(b->metas, rs->found[i], b->n_records * sizeof(varlog_entry_meta_t));
+            b->err = VARLOG_OK;
+            b->outcome = VARLOG_APPENDED;
+            b->maybe = false;
+            atomic_fetch_add(&rs->c->stats.resolved_found, 1);
+            app_settle(ts, b);
+            continue;
+        }
+        if (v == RESOLVE_ABSENT) {
+            b->maybe = false;
+            atomic_fetch_add(&rs->c->stats.resolved_absent, 1);
+        }
+        char last[sizeof(b->errtext)];
+        snprintf(last, sizeof(last), "%s", b->errtext);
+        if (r->note[0]) {
+            size_t len = strlen(last);
+            snprintf(last + len, sizeof(last) - len, "; read back: %s", r->note);
+        }
+        if (app_batch_expired(b, now_ms)) {
+            app_batch_fail_expired(b, "while its fate was read back from the log", last);
+            app_settle(ts, b);
+        } else if (v == RESOLVE_ABSENT) {
+            blist_push(back, b); /* certainly not stored, with time left: sent again */
+        } else {
+            /* Its own deadline is still ahead, but the read-back ended with an older batch's:
+             * nothing more is learnt of it, and sending it again could store it twice. */
+            app_batch_fail(b, b->err,
+                           "%s; not read back further: an older batch of its stream reached "
+                           "appender.delivery.timeout.ms",
+                           last);
+            app_settle(ts, b);
+        }
+    }
 }
 
 void app_take_resolved(app_thread_state_t *ts)
