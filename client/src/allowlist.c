@@ -143,21 +143,6 @@ varlog_err_t allowlist_pick(allowlist_t *al, int32_t topic_id, int64_t now_ms, i
     return err;
 }
 
-void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id)
-{
-    pthread_mutex_lock(&al->mu);
-    allow_topic_t *t = find_topic(al, topic_id);
-    allow_entry_t *e = t ? find_entry(t, log_stream_id) : NULL;
-    if (e) {
-        e->denied_until_ms = 0;
-        if (e->sealed) {
-            e->sealed = false;
-            t->n_sealed--;
-        }
-    }
-    pthread_mutex_unlock(&al->mu);
-}
-
 void allowlist_confirm(allowlist_t *al, int32_t topic_id, int32_t log_stream_id, uint64_t llsn)
 {
     pthread_mutex_lock(&al->mu);
@@ -173,6 +158,11 @@ void allowlist_confirm(allowlist_t *al, int32_t topic_id, int32_t log_stream_id,
             e->confirmed_llsn = llsn;
     }
     pthread_mutex_unlock(&al->mu);
+}
+
+void allowlist_allow(allowlist_t *al, int32_t topic_id, int32_t log_stream_id)
+{
+    allowlist_confirm(al, topic_id, log_stream_id, 0); /* LLSN 0 raises nothing */
 }
 
 uint64_t allowlist_confirmed(allowlist_t *al, int32_t topic_id, int32_t log_stream_id)

@@ -429,8 +429,7 @@ static bool resolve_pass(append_op_t *op)
         size_t len = strlen(op->errtext);
         /* A seal came and went without the primary seen sealed: no later pass can prove
          * absence (appender_resolve.c, the same rule), so the call ends MAYBE now. */
-        bool futile =
-            op->seal_seen && !req.saw_seal && req.sent_to_status == RESOLVE_STATUS_RUNNING;
+        bool futile = append_resolve_proof_gone(&req, op->seal_seen);
         if (futile)
             snprintf(why, sizeof(why),
                      "log stream %d of topic %d was sealed and unsealed while its primary was "

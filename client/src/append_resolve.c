@@ -694,3 +694,8 @@ out:
     client_leave(c);
     return err;
 }
+
+bool append_resolve_proof_gone(const resolve_req_t *req, bool seal_seen)
+{
+    return seal_seen && !req->saw_seal && req->sent_to_status == RESOLVE_STATUS_RUNNING;
+}

@@ -104,4 +104,10 @@ typedef struct resolve_req {
  */
 varlog_err_t append_resolve(varlog_client_t *c, resolve_req_t *req, char *why, size_t why_len);
 
+/* After a pass: whether no later pass can prove absence until the next seal. seal_seen says
+ * whether an earlier pass of the same batches saw a replica SEALED or SEALING; this one saw
+ * none, and sent_to answered RUNNING: the seal came and went without the primary seen
+ * sealed (a resumed primary sealed and unsealed between two passes). */
+bool append_resolve_proof_gone(const resolve_req_t *req, bool seal_seen);
+
 #endif

@@ -181,7 +181,10 @@ struct varlog_appender {
     uint64_t pending_calls, pending_records, pending_bytes;
     app_retry_t *retries;
     batch_list_t resolved; /* settled by a read-back task, for the thread to settle */
-    size_t n_retries;      /* retry tasks not yet released by the engine */
+    /* Set (under mu) with each push to resolved: the thread's round looks at it without mu,
+     * so that the common round, with nothing read back, takes no lock for it. */
+    atomic_bool resolved_ready;
+    size_t n_retries; /* retry tasks not yet released by the engine */
     bool in_client_list;
     struct varlog_appender *next_in_client; /* (client mu) */
 
@@ -267,7 +270,8 @@ typedef struct app_thread_state {
  * its text) to a read-back task, which holds the lane until it is done; batches is then
  * emptied. false: not started (closing, memory), the caller settles them as they are. */
 bool app_resolve_submit(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *batches);
-/* The thread's round: settles what read-back tasks found or gave up on. Takes mu. */
+/* The thread's round: settles what read-back tasks found or gave up on. Takes mu only when
+ * there is something (resolved_ready). */
 void app_take_resolved(app_thread_state_t *ts);
 /* Takes r off the appender's list of retries out. Called with mu held. */
 void app_retry_unlink_locked(varlog_appender_t *app, app_retry_t *r);

@@ -569,19 +569,16 @@ static void stop_all(app_thread_state_t *ts)
         }
     }
     blist_merge(&left, &app->ready);
-    batch_list_t resolved = app->resolved; /* settled already: they keep their outcome */
-    app->resolved = (batch_list_t){0};
     if (app->open && app->open->n_records > 0) {
         app->open->state = SLOT_READY;
         blist_push(&left, app->open);
         app->open = NULL;
     }
     pthread_mutex_unlock(&app->mu);
+    /* Every task's batches are taken now: what read-back tasks settled before keeps its
+     * outcome. */
+    app_take_resolved(ts);
     app_batch_t *b;
-    while ((b = blist_pop(&resolved))) {
-        b->state = SLOT_OUT;
-        app_settle(ts, b);
-    }
     while ((b = blist_pop(&left))) {
         b->state = SLOT_OUT;
         app_batch_fail(b, VARLOG_ERR_CLOSED, "the appender closed before the batch %s",

@@ -111,7 +111,7 @@ static int resolve_handler(vq_ctx_t *ctx, void *arg)
      * and unsealed between two passes): no pass can prove absence until the next seal.
      * The batches end MAYBE_APPENDED now rather than at their deadline, and their lane takes
      * appends again. */
-    bool futile = rs->seal_seen && !req.saw_seal && req.sent_to_status == RESOLVE_STATUS_RUNNING;
+    bool futile = append_resolve_proof_gone(&req, rs->seal_seen);
     rs->seal_seen |= req.saw_seal;
     if (futile) {
         pthread_mutex_lock(&app->mu);
@@ -124,6 +124,15 @@ static int resolve_handler(vq_ctx_t *ctx, void *arg)
         return 0;
     }
     return VQ_ERR_USER; /* look again after a backoff: a seal, a replica back */
+}
+
+/* A batch the passes found: its callback says APPENDED, at the positions read back. */
+static void take_found(const app_resolve_t *rs, size_t i, app_batch_t *b)
+{
+    memcpy(b->metas, rs->found[i], b->n_records * sizeof(varlog_entry_meta_t));
+    b->err = VARLOG_OK;
+    b->outcome = VARLOG_APPENDED;
+    b->maybe = false;
 }
 
 /* The passes are over: found batches are settled by the thread, absent ones go back to the
@@ -142,10 +151,7 @@ static void resolve_after(void *arg, int result)
         app_batch_t *b;
         for (size_t i = 0; (b = blist_pop(&r->batches)); i++) {
             if (rs->final[i] == RESOLVE_FOUND) {
-                memcpy(b->metas, rs->found[i], b->n_records * sizeof(varlog_entry_meta_t));
-                b->err = VARLOG_OK;
-                b->outcome = VARLOG_APPENDED;
-                b->maybe = false;
+                take_found(rs, i, b);
                 blist_push(&app->resolved, b);
                 found++;
             } else if (rs->final[i] == RESOLVE_ABSENT) {
@@ -159,6 +165,8 @@ static void resolve_after(void *arg, int result)
                 blist_push(&app->resolved, b);
             }
         }
+        if (app->resolved.head)
+            atomic_store(&app->resolved_ready, true);
         app->stats.batches_retried += back.n;
         app_ready_return_locked(app, &back);
         r->lane->held--;
@@ -295,10 +303,7 @@ void app_resolve_expire_locked(app_thread_state_t *ts, app_retry_t *r, int64_t n
         b->state = SLOT_OUT;
         resolve_verdict_t v = i < rs->n ? rs->final[i] : RESOLVE_UNKNOWN;
         if (v == RESOLVE_FOUND) {
-            memcpy(b->metas, rs->found[i], b->n_records * sizeof(varlog_entry_meta_t));
-            b->err = VARLOG_OK;
-            b->outcome = VARLOG_APPENDED;
-            b->maybe = false;
+            take_found(rs, i, b);
             atomic_fetch_add(&rs->c->stats.resolved_found, 1);
             app_settle(ts, b);
             continue;
@@ -333,9 +338,12 @@ void app_resolve_expire_locked(app_thread_state_t *ts, app_retry_t *r, int64_t n
 void app_take_resolved(app_thread_state_t *ts)
 {
     varlog_appender_t *app = ts->app;
+    if (!atomic_load(&app->resolved_ready))
+        return;
     pthread_mutex_lock(&app->mu);
     batch_list_t done = app->resolved;
     app->resolved = (batch_list_t){0};
+    atomic_store(&app->resolved_ready, false);
     pthread_mutex_unlock(&app->mu);
     app_batch_t *b;
     while ((b = blist_pop(&done))) {
