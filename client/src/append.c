@@ -759,6 +759,7 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
         client_leave(c);
         return err;
     }
+    stats_producer_uses(c, topic_id, log_stream_id);
     append_op_t *op = op_new(c, topic_id, log_stream_id, records, n, deadline);
     if (!op) {
         client_leave(c);

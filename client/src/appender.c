@@ -390,6 +390,7 @@ varlog_err_t varlog_appender_new(varlog_client_t *c, int32_t topic_id, int32_t l
             app_unref(app);
         return err;
     }
+    stats_producer_uses(c, topic_id, log_stream_id);
     log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_APPEND,
              "appender for topic %d, %s%d: %zu batch slots of %zu bytes", topic_id,
              log_stream_id ? "log stream " : "log streams: ",
@@ -459,6 +460,13 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
                                     size_t n, int64_t timeout_ms, varlog_append_cb *cb,
                                     void *opaque)
 {
+    return varlog_appender_append_ex(app, records, n, timeout_ms, 0, cb, opaque);
+}
+
+varlog_err_t varlog_appender_append_ex(varlog_appender_t *app, const varlog_record_t *records,
+                                       size_t n, int64_t timeout_ms, unsigned flags,
+                                       varlog_append_cb *cb, void *opaque)
+{
     if (!app || !records || !cb)
         return errtext_set(VARLOG_ERR_INVALID_ARG,
                            "appender_append: appender, records and cb must not be NULL");
@@ -468,6 +476,9 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
         return errtext_set(VARLOG_ERR_INVALID_ARG,
                            "appender_append: timeout_ms %lld (0 = do not wait, -1 = no limit)",
                            (long long)timeout_ms);
+    if (flags & ~(unsigned)(VARLOG_APPEND_REFUSAL_RETRIED | VARLOG_APPEND_WAIT_CONTINUED))
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_append: unknown flags 0x%x", flags);
+    bool wait_counted = (flags & VARLOG_APPEND_WAIT_CONTINUED) != 0;
     uint64_t bytes = 0;
     varlog_err_t err = check_records(app, records, n, &bytes);
     if (err != VARLOG_OK)
@@ -493,8 +504,10 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
             continue;
         /* On the appender's own thread only its return can make room: never wait there. */
         if (timeout_ms == 0 || on_app_thread(app)) {
-            app->stats.queue_full++;
-            atomic_fetch_add_explicit(&app->c->cstats.queue_full, 1, memory_order_relaxed);
+            if (!(flags & VARLOG_APPEND_REFUSAL_RETRIED)) {
+                app->stats.queue_full++;
+                atomic_fetch_add_explicit(&app->c->cstats.queue_full, 1, memory_order_relaxed);
+            }
             if (!room)
                 err =
                     errtext_set(VARLOG_ERR_QUEUE_FULL,
@@ -516,6 +529,11 @@ varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_
                                   (unsigned long long)app->pending_calls,
                                   (unsigned long long)app->batch_max_records);
             break;
+        }
+        if (!wait_counted) {
+            wait_counted = true;
+            app->stats.queue_full_waits++;
+            atomic_fetch_add_explicit(&app->c->cstats.queue_full_waits, 1, memory_order_relaxed);
         }
         app->space_waiters++;
         int rc = timeout_ms < 0 ? pthread_cond_wait(&app->space, &app->mu)

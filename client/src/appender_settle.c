@@ -91,8 +91,8 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
          * up to date by the time a callback looks at them. */
         metrics_hist_t *send_hist;
         if (b->err == VARLOG_OK) {
-            metrics_series_t *ms =
-                metrics_series_get(&st->metrics, app->topic_id, b->metas[0].log_stream_id);
+            metrics_series_t *ms = metrics_series_use(&st->metrics, app->topic_id,
+                                                      b->metas[0].log_stream_id, METRICS_USE_SEND);
             atomic_fetch_add_explicit(&ms->sent_records, b->n_records, memory_order_relaxed);
             send_hist = &ms->send;
         } else {

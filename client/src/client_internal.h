@@ -70,6 +70,7 @@ struct varlog_client {
 
     struct varlog_appender *appenders;         /* open appenders (mu); destroy closes them */
     struct varlog_subscription *subscriptions; /* open subscriptions (mu); destroy closes them */
+    uint64_t subscriptions_opened;             /* (mu) ever: each one's id */
     /* Subscriptions whose consumer receives its own messages (subscribe.self.receive.max). */
     atomic_int self_receiving;
 };
@@ -174,6 +175,19 @@ vq_retry_t append_retry_policy(const varlog_client_t *c, unsigned attempts_left)
 /* Attempts an append gets: append.retries + 1 where it is set; with the default (-1), no
  * count (UINT_MAX) for a call with a deadline, which waits until then. */
 unsigned append_max_attempts(const varlog_conf_t *conf, bool has_deadline);
+
+/* peek_trim.c: the committed end of many log streams at once, for the consumer lag
+ * (stats_lag.c). Asks every replica of each (LogStreamReplicaMetadata, all calls of all log
+ * streams at once on the fan-out's threads, within deadline_ms) and keeps, per log stream,
+ * varlog_peek's last: the highest local high watermark of a replica running, sealing or
+ * sealed. A log stream none of whose replicas answered so has ok false. Never fails as a
+ * whole: an unknown log stream, an unreachable node, an expired deadline are each a false. */
+typedef struct pt_tail {
+    int32_t topic_id, log_stream_id; /* in */
+    bool ok;                         /* out */
+    uint64_t llsn, glsn;             /* out: 0 for an empty log stream */
+} pt_tail_t;
+void pt_tails(varlog_client_t *c, pt_tail_t *tails, size_t n, int64_t deadline_ms);
 
 /* append.c: the retry engine's lookups and lifecycle. */
 varlog_err_t append_engine_start(varlog_client_t *c);

@@ -55,9 +55,10 @@ struct varlog_conf {
     unsigned debug_contexts; /* set of varlog_log_ctx_t bits */
     varlog_log_cb *log_cb;   /* NULL = stderr */
     void *log_opaque;
-    int64_t stats_interval_ms; /* 0 = no periodic emit */
-    bool stats_latency;        /* the appenders time each call */
-    varlog_stats_cb *stats_cb; /* NULL = no periodic emit */
+    int64_t stats_interval_ms;    /* 0 = no periodic emit */
+    bool stats_latency;           /* the appenders time each call */
+    int64_t stats_lag_timeout_ms; /* a scrape's bound to learn log streams' ends; 0 = no lag */
+    varlog_stats_cb *stats_cb;    /* NULL = no periodic emit */
     void *stats_opaque;
 };
 

@@ -253,6 +253,14 @@ static const conf_property_t props[] = {
               "counter, about 12 ns on a 2-core KVM guest; a clock read where the counter is "
               "not invariant) and a histogram record per call on the appender's: 0.01-0.03 us "
               "per record in bench_append at batch 1000. false leaves the latency fields at 0."),
+    INT_PROP("stats.lag.timeout.ms", stats_lag_timeout_ms, "1000", 0, 600000, MS,
+             "Bound of the look varlog_stats_prometheus takes, per scrape, at the committed end "
+             "of every log stream an open subscription reads (LogStreamReplicaMetadata to each "
+             "replica, all at once), for the consumer lag "
+             "(varlog_client_subscription_lag_entries and _seconds: docs/STATISTICS.md). Nothing "
+             "is asked while nobody scrapes, nor with no subscription open; a replica that does "
+             "not answer costs a scrape this bound once. 0 turns the lag off (no call, no "
+             "series)."),
     {.name = "log.level",
      .type = CONF_TYPE_ENUM,
      .def = "warning",

@@ -3,18 +3,77 @@
 
 #include <stddef.h>
 
-const int64_t metrics_duration_bounds_ns[METRICS_DURATION_BUCKETS] = {
-    5000000,   10000000,  25000000,   50000000,   75000000,   100000000,  250000000,
-    500000000, 750000000, 1000000000, 2500000000, 5000000000, 7500000000, 10000000000,
-};
+#define MS 1000000LL
+#define S 1000000000LL
+
+const metrics_bounds_t metrics_bounds_send = {
+    "send",
+    19,
+    {100000, 250000, 500000, 1 * MS, 2500000, 5 * MS, 10 * MS, 25 * MS, 50 * MS, 75 * MS, 100 * MS,
+     250 * MS, 500 * MS, 750 * MS, 1 * S, 2500 * MS, 5 * S, 7500 * MS, 10 * S}};
+
+const metrics_bounds_t metrics_bounds_delivery = {
+    "delivery", 22, {1000,     2500,     5000,    10000,     25000,   50000,   100000,  250000,
+                     500000,   1 * MS,   2500000, 5 * MS,    10 * MS, 25 * MS, 50 * MS, 100 * MS,
+                     250 * MS, 500 * MS, 1 * S,   2500 * MS, 5 * S,   10 * S}};
+
+const metrics_bounds_t metrics_bounds_stage = {
+    "stage", 21, {10,     25,     50,      100,    250,     500,      1000,
+                  2500,   5000,   10000,   25000,  50000,   100000,   250000,
+                  500000, 1 * MS, 2500000, 5 * MS, 10 * MS, 100 * MS, 1 * S}};
 
 const char *const metrics_stage_names[METRICS_STAGES] = {"enqueue", "transmit_queue", "dispatch",
                                                          "handler"};
 
-static size_t duration_bucket(int64_t ns)
+/* Failures a producer meets while a cluster recovers or refuses (RELIABILITY.md), and the
+ * RPC codes a node or gRPC may end a call with. */
+const varlog_err_t metrics_append_errors[METRICS_APPEND_ERRORS] = {
+    VARLOG_ERR_TIMED_OUT,
+    VARLOG_ERR_CLOSED,
+    VARLOG_ERR_NO_LOG_STREAM,
+    VARLOG_ERR_UNKNOWN_TOPIC,
+    VARLOG_ERR_UNKNOWN_LOG_STREAM,
+    VARLOG_ERR_SEALED,
+    VARLOG_ERR_RPC_CANCELLED,
+    VARLOG_ERR_RPC_UNKNOWN,
+    VARLOG_ERR_RPC_INVALID_ARGUMENT,
+    VARLOG_ERR_RPC_DEADLINE_EXCEEDED,
+    VARLOG_ERR_RPC_RESOURCE_EXHAUSTED,
+    VARLOG_ERR_RPC_FAILED_PRECONDITION,
+    VARLOG_ERR_RPC_INTERNAL,
+    VARLOG_ERR_RPC_UNAVAILABLE,
+    VARLOG_ERR_INTERNAL,
+    VARLOG_ERR_NOMEM,
+};
+
+void metrics_hist_init(metrics_hist_t *h, const metrics_bounds_t *bounds)
+{
+    h->bounds = bounds;
+}
+
+static void series_init(metrics_series_t *s)
+{
+    metrics_hist_init(&s->send, &metrics_bounds_send);
+    metrics_hist_init(&s->receive, &metrics_bounds_delivery);
+    metrics_hist_init(&s->process, &metrics_bounds_delivery);
+}
+
+void metrics_init(client_metrics_t *m)
+{
+    for (size_t i = 0; i < METRICS_SERIES_MAX; i++)
+        series_init(&m->series[i]);
+    series_init(&m->untracked);
+    for (size_t i = 0; i < METRICS_FAILURES_MAX; i++)
+        metrics_hist_init(&m->failures[i].send, &metrics_bounds_send);
+    metrics_hist_init(&m->failures_untracked.send, &metrics_bounds_send);
+    for (size_t i = 0; i < METRICS_STAGES; i++)
+        metrics_hist_init(&m->stage[i], &metrics_bounds_stage);
+}
+
+static size_t duration_bucket(const metrics_bounds_t *b, int64_t ns)
 {
     size_t i = 0;
-    while (i < METRICS_DURATION_BUCKETS && ns > metrics_duration_bounds_ns[i])
+    while (i < b->n && ns > b->ns[i])
         i++;
     return i;
 }
@@ -23,7 +82,7 @@ void metrics_hist_record(metrics_hist_t *h, int64_t ns)
 {
     if (ns < 0)
         ns = 0;
-    atomic_fetch_add_explicit(&h->buckets[duration_bucket(ns)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->buckets[duration_bucket(h->bounds, ns)], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)ns, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
 }
@@ -44,7 +103,7 @@ void metrics_hist_run_add(metrics_hist_run_t *r, int64_t ns)
 {
     if (ns < 0)
         ns = 0;
-    size_t b = duration_bucket(ns);
+    size_t b = duration_bucket(r->h->bounds, ns);
     if (b != r->bucket || r->in_bucket == 0) {
         run_flush_bucket(r);
         r->bucket = b;
@@ -89,6 +148,32 @@ metrics_series_t *metrics_series_get(client_metrics_t *m, int32_t topic, int32_t
     CLAIM(m->series, METRICS_SERIES_MAX, key, &m->untracked);
 }
 
+metrics_series_t *metrics_series_use(client_metrics_t *m, int32_t topic, int32_t ls, unsigned use)
+{
+    metrics_series_t *s = metrics_series_get(m, topic, ls);
+    if ((atomic_load_explicit(&s->uses, memory_order_relaxed) & use) != use)
+        atomic_fetch_or_explicit(&s->uses, use, memory_order_relaxed);
+    return s;
+}
+
+bool metrics_topic_use(client_metrics_t *m, int32_t topic)
+{
+    uint64_t key = (uint64_t)(uint32_t)topic + 1;
+    for (size_t i = 0; i < METRICS_TOPICS_MAX; i++) {
+        uint_fast64_t k = atomic_load_explicit(&m->topics[i].key, memory_order_acquire);
+        if (k == 0) {
+            uint_fast64_t zero = 0;
+            if (atomic_compare_exchange_strong_explicit(&m->topics[i].key, &zero, key,
+                                                        memory_order_acq_rel, memory_order_acquire))
+                return true;
+            k = zero;
+        }
+        if (k == key)
+            return false;
+    }
+    return false;
+}
+
 metrics_failure_t *metrics_failure_get(client_metrics_t *m, int32_t topic, varlog_err_t err)
 {
     uint64_t key = (((uint64_t)(uint32_t)topic << 32) | (uint32_t)(-(int64_t)err)) + 1;
@@ -99,7 +184,7 @@ void metrics_note_append(client_metrics_t *m, int32_t topic, int32_t ls, varlog_
                          uint64_t records, int64_t duration_ns)
 {
     if (err == VARLOG_OK) {
-        metrics_series_t *s = metrics_series_get(m, topic, ls);
+        metrics_series_t *s = metrics_series_use(m, topic, ls, METRICS_USE_SEND);
         atomic_fetch_add_explicit(&s->sent_records, records, memory_order_relaxed);
         if (duration_ns >= 0)
             metrics_hist_record(&s->send, duration_ns);

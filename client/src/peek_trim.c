@@ -36,6 +36,7 @@
 
 typedef struct pt_call {
     const char *target;
+    const ProtobufCMessage *req; /* NULL: the fan-out's */
     varlog_err_t err;
     rpc_status_t st;
     ProtobufCMessage *resp; /* on OK */
@@ -66,8 +67,9 @@ static void *fanout_worker(void *arg)
         } else if (left == 0) {
             call->err = VARLOG_ERR_TIMED_OUT;
         } else {
-            call->err = rpc_unary(f->c->rpc, call->target, f->method, f->req, f->resp_desc, left,
-                                  &call->resp, &call->st);
+            call->err =
+                rpc_unary(f->c->rpc, call->target, f->method, call->req ? call->req : f->req,
+                          f->resp_desc, left, &call->resp, &call->st);
             /* Every call is given what is left of the operation's deadline, so its expiry is
              * the caller's timeout, not the node's failure. */
             if (call->err == VARLOG_ERR_RPC_DEADLINE_EXCEEDED)
@@ -324,6 +326,69 @@ out:
     errtext_guard_end(err == VARLOG_OK);
     client_leave(c);
     return err;
+}
+
+void pt_tails(varlog_client_t *c, pt_tail_t *tails, size_t n, int64_t deadline_ms)
+{
+    for (size_t i = 0; i < n; i++)
+        tails[i].ok = false;
+    md_view_t *v = md_current(c);
+    size_t n_calls = 0;
+    for (size_t i = 0; v && i < n; i++) {
+        const md_log_stream_t *l = md_view_log_stream(v, tails[i].topic_id, tails[i].log_stream_id);
+        n_calls += l ? l->n_replicas : 0;
+    }
+    Varlog__Snpb__LogStreamReplicaMetadataRequest *reqs = calloc(n ? n : 1, sizeof(*reqs));
+    size_t *first = calloc(n + 1, sizeof(*first)); /* tails[i]'s calls: [first[i], first[i+1]) */
+    pt_call_t *calls = n_calls ? calls_new(n_calls) : NULL;
+    if (!reqs || !first || (n_calls && !calls)) {
+        free(reqs);
+        free(first);
+        calls_free(calls, n_calls);
+        md_view_unref(v);
+        return;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        first[i] = k;
+        const md_log_stream_t *l =
+            v ? md_view_log_stream(v, tails[i].topic_id, tails[i].log_stream_id) : NULL;
+        varlog__snpb__log_stream_replica_metadata_request__init(&reqs[i]);
+        reqs[i].topic_id = tails[i].topic_id;
+        reqs[i].log_stream_id = tails[i].log_stream_id;
+        for (size_t r = 0; l && r < l->n_replicas; r++) {
+            calls[k].target = l->replicas[r];
+            calls[k++].req = &reqs[i].base;
+        }
+    }
+    first[n] = k;
+    /* One fan-out for every log stream's replicas, sharing the deadline: a node that does
+     * not answer costs it once. */
+    pt_fanout_t f = {.c = c,
+                     .method = SN_PATH_REPLICA_MD,
+                     .resp_desc = &varlog__snpb__log_stream_replica_metadata_response__descriptor,
+                     .deadline_ms = deadline_ms,
+                     .calls = calls,
+                     .n = n_calls};
+    if (n_calls)
+        fanout_run(&f);
+    for (size_t i = 0; i < n; i++) {
+        size_t m = first[i + 1] - first[i];
+        if (m == 0)
+            continue;
+        varlog_entry_meta_t lo = {0}, hi = {0};
+        bool complete = false;
+        char why[256];
+        if (peek_combine(calls + first[i], m, &lo, &hi, &complete, why, sizeof(why))) {
+            tails[i].ok = true;
+            tails[i].llsn = hi.llsn;
+            tails[i].glsn = hi.glsn;
+        }
+    }
+    calls_free(calls, n_calls);
+    free(first);
+    free(reqs);
+    md_view_unref(v);
 }
 
 /* ---- trim ------------------------------------------------------------------------------------ */

@@ -7,6 +7,7 @@
 #include "appender_internal.h"
 #include "client_internal.h"
 #include "errtext.h"
+#include "metadata.h"
 #include "stats_internal.h"
 #include "subscribe_internal.h"
 #include "wire.h"
@@ -25,6 +26,8 @@ bool stats_init(client_stats_t *s, const varlog_conf_t *conf)
 {
     memset(s, 0, sizeof(*s));
     s->opened_ms = wire_now_ms();
+    metrics_init(&s->metrics);
+    stats_lag_init(&s->lag);
     s->cb = conf->stats_cb;
     s->opaque = conf->stats_opaque;
     s->interval_ms = conf->stats_interval_ms;
@@ -49,8 +52,26 @@ void stats_fini(client_stats_t *s)
     for (size_t i = 0; i < METRICS_STAGES; i++)
         vhist_destroy(&s->stage[i]); /* one whose init failed (or never ran) is empty */
     s->stage_ok = false;
+    stats_lag_fini(&s->lag);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
+}
+
+void stats_producer_uses(varlog_client_t *c, int32_t topic, int32_t ls)
+{
+    client_metrics_t *m = &c->cstats.metrics;
+    bool first = metrics_topic_use(m, topic);
+    if (ls > 0) {
+        metrics_series_use(m, topic, ls, METRICS_USE_SEND);
+        return;
+    }
+    if (!first) /* a log stream added since is exported from its first record */
+        return;
+    md_view_t *v = md_current(c);
+    const md_topic_t *t = v ? md_view_topic(v, topic) : NULL;
+    for (size_t i = 0; t && i < t->n_log_streams; i++)
+        metrics_series_use(m, topic, t->log_stream_ids[i], METRICS_USE_SEND);
+    md_view_unref(v);
 }
 
 void stats_add_log_stream(client_stats_t *s, int32_t topic, int32_t ls, uint64_t records,
@@ -132,10 +153,19 @@ varlog_err_t varlog_stats_get(varlog_client_t *c, varlog_stats_t *out)
     }
     out->subscribe_entries = s->closed_sub_entries;
     out->subscribe_bytes = s->closed_sub_bytes;
+    out->subscribe_outages = s->closed_sub_outages;
+    out->subscribe_outage_ms = s->closed_sub_outage_ms;
+    int64_t now = wire_now_ms();
     for (varlog_subscription_t *sub = c->subscriptions; sub; sub = sub->next_open) {
         out->subscriptions++;
         out->subscribe_entries += get(&sub->n_entries);
         out->subscribe_bytes += get(&sub->n_bytes);
+        uint64_t outages, outage_ms;
+        uint32_t down;
+        sub_outage_totals(sub, now, &outages, &outage_ms, &down);
+        out->subscribe_outages += outages;
+        out->subscribe_outage_ms += outage_ms;
+        out->subscribe_log_streams_down += down;
         uint64_t seen = get(&sub->n_seen_max), next = get(&sub->n_next);
         if (seen >= next && next > 0)
             out->subscribe_lag += seen - next + 1;
@@ -151,6 +181,7 @@ varlog_err_t varlog_stats_get(varlog_client_t *c, varlog_stats_t *out)
     out->maybe_appended_records = get(&s->maybe_appended_records);
     out->retries = get(&s->retries) + get(&c->stats.append_retries);
     out->queue_full = get(&s->queue_full);
+    out->queue_full_waits = get(&s->queue_full_waits);
     out->resolve_passes = get(&c->stats.resolve_passes);
     out->resolved_found = get(&c->stats.resolved_found);
     out->resolved_absent = get(&c->stats.resolved_absent);

@@ -26,13 +26,44 @@ typedef struct stats_ls_slot {
     atomic_uint_fast64_t records, bytes;
 } stats_ls_slot_t;
 
+/* Consumer lag (stats_lag.c): what the scrapes saw of each subscribed log stream's
+ * committed end, for the seconds of the lag. */
+#define STATS_LAG_SAMPLES 16
+typedef struct stats_lag_sample {
+    int64_t ms;    /* wire_now_ms of the scrape that saw it first */
+    uint64_t llsn; /* the committed end then */
+} stats_lag_sample_t;
+
+typedef struct stats_lag_tail {
+    int32_t topic, ls;
+    uint64_t scrape; /* the last scrape that asked for it */
+    size_t n;        /* samples, oldest first, each end higher than the one before */
+    stats_lag_sample_t s[STATS_LAG_SAMPLES];
+} stats_lag_tail_t;
+
+typedef struct stats_lag {
+    pthread_mutex_t mu;
+    stats_lag_tail_t *tails;
+    size_t n, cap;
+    uint64_t scrapes;
+} stats_lag_t;
+
+/* One (subscription, log stream)'s lag. */
+typedef struct stats_lag_row {
+    uint64_t sub_id;
+    int32_t topic, ls;
+    uint64_t entries; /* committed after the last entry delivered (up to the range's end) */
+    double seconds;   /* the oldest of them was committed at least this long ago */
+} stats_lag_row_t;
+
 typedef struct client_stats {
     int64_t opened_ms; /* wire_now_ms at creation */
     atomic_uint_fast64_t appended_calls, appended_records, appended_bytes;
     atomic_uint_fast64_t not_appended_calls, not_appended_records;
     atomic_uint_fast64_t maybe_appended_calls, maybe_appended_records;
-    atomic_uint_fast64_t retries;    /* appender batches sent again */
-    atomic_uint_fast64_t queue_full; /* appender calls refused with QUEUE_FULL */
+    atomic_uint_fast64_t retries;          /* appender batches sent again */
+    atomic_uint_fast64_t queue_full;       /* appender calls refused with QUEUE_FULL */
+    atomic_uint_fast64_t queue_full_waits; /* appender calls that waited for room */
     stats_ls_slot_t ls[VARLOG_STATS_LOG_STREAMS_MAX];
     atomic_uint_fast64_t ls_untracked_records, ls_untracked_bytes; /* past the table's cap */
     /* Append latency of the appenders' calls, ns. One for the client: vhist_record is
@@ -48,6 +79,8 @@ typedef struct client_stats {
     client_metrics_t metrics;
     /* Subscriptions already closed (client mu): their counts are folded in at unlink. */
     uint64_t closed_sub_entries, closed_sub_bytes;
+    uint64_t closed_sub_outages, closed_sub_outage_ms;
+    stats_lag_t lag;
 
     /* The periodic emit. */
     varlog_stats_cb *cb;
@@ -82,6 +115,18 @@ void stats_stop(varlog_client_t *c);
  * the table is full). Lock-free; any thread. */
 void stats_add_log_stream(client_stats_t *s, int32_t topic, int32_t ls, uint64_t records,
                           uint64_t bytes);
+
+/* A producer (an appender's creation, a varlog_append call) begins to use topic, or one of
+ * its log streams (ls > 0): their counters are exported from now on, at 0 before the first
+ * record (metrics.h). For the whole topic, every log stream the metadata names now. */
+void stats_producer_uses(varlog_client_t *c, int32_t topic, int32_t ls);
+
+void stats_lag_init(stats_lag_t *l);
+void stats_lag_fini(stats_lag_t *l);
+/* The lag of every open subscription's log streams whose committed end a replica told
+ * within stats.lag.timeout.ms and whose position is known (none with the property 0).
+ * Blocks for those calls. *rows is malloc'ed (free it), *n_rows its length. NOMEM. */
+varlog_err_t stats_lag_collect(varlog_client_t *c, stats_lag_row_t **rows, size_t *n_rows);
 
 /* One append call's end (varlog_append, or a run of appender callbacks added together). */
 void stats_add_outcome(client_stats_t *s, varlog_outcome_t outcome, uint64_t calls,

@@ -74,6 +74,7 @@ static bool fill(cJSON *r, const varlog_stats_t *st)
            put_u64(r, "maybe_appended_calls", st->maybe_appended_calls) &&
            put_u64(r, "maybe_appended_records", st->maybe_appended_records) &&
            put_u64(r, "retries", st->retries) && put_u64(r, "queue_full", st->queue_full) &&
+           put_u64(r, "queue_full_waits", st->queue_full_waits) &&
            put_u64(r, "resolve_passes", st->resolve_passes) &&
            put_u64(r, "resolved_found", st->resolved_found) &&
            put_u64(r, "resolved_absent", st->resolved_absent) &&
@@ -86,6 +87,9 @@ static bool fill(cJSON *r, const varlog_stats_t *st)
            put_u64(r, "subscribe_entries", st->subscribe_entries) &&
            put_u64(r, "subscribe_bytes", st->subscribe_bytes) &&
            put_u64(r, "subscribe_lag", st->subscribe_lag) &&
+           put_u64(r, "subscribe_outages", st->subscribe_outages) &&
+           put_u64(r, "subscribe_outage_ms", st->subscribe_outage_ms) &&
+           put_u64(r, "subscribe_log_streams_down", st->subscribe_log_streams_down) &&
            put_stage(r, "subscribe_enqueue_ns", &st->subscribe_enqueue) &&
            put_stage(r, "subscribe_transmit_queue_ns", &st->subscribe_transmit_queue) &&
            put_stage(r, "subscribe_dispatch_ns", &st->subscribe_dispatch) &&

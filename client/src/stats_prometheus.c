@@ -105,7 +105,8 @@ static void sample_u64(text_t *t, const char *name, const labels_t *l, uint64_t 
 /* A histogram read once: cumulative buckets; the +Inf bucket is the count, so the two agree
  * whatever records land while it is read. */
 typedef struct hist_snap {
-    uint64_t cumulative[METRICS_DURATION_BUCKETS + 1];
+    const metrics_bounds_t *bounds;
+    uint64_t cumulative[METRICS_BUCKETS_MAX + 1];
     uint64_t count;
     double sum_s;
 } hist_snap_t;
@@ -113,7 +114,8 @@ typedef struct hist_snap {
 static void hist_read(const metrics_hist_t *h, hist_snap_t *out)
 {
     uint64_t run = 0;
-    for (size_t i = 0; i <= METRICS_DURATION_BUCKETS; i++) {
+    out->bounds = h->bounds;
+    for (size_t i = 0; i <= h->bounds->n; i++) {
         run += atomic_load_explicit(&h->buckets[i], memory_order_relaxed);
         out->cumulative[i] = run;
     }
@@ -124,9 +126,9 @@ static void hist_read(const metrics_hist_t *h, hist_snap_t *out)
 static void put_hist(text_t *t, const char *name, const labels_t *l, const hist_snap_t *h)
 {
     const char *sep = l->text[0] ? "," : "";
-    for (size_t i = 0; i < METRICS_DURATION_BUCKETS; i++)
+    for (size_t i = 0; i < h->bounds->n; i++)
         put(t, "%s_bucket{%s%sle=\"%g\"} %" PRIu64 "\n", name, l->text, sep,
-            (double)metrics_duration_bounds_ns[i] / 1e9, h->cumulative[i]);
+            (double)h->bounds->ns[i] / 1e9, h->cumulative[i]);
     put(t, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, l->text, sep, h->count);
     put(t, "%s_sum{%s} %.9g\n", name, l->text, h->sum_s);
     put(t, "%s_count{%s} %" PRIu64 "\n", name, l->text, h->count);
@@ -135,6 +137,7 @@ static void put_hist(text_t *t, const char *name, const labels_t *l, const hist_
 typedef struct series_snap {
     int32_t topic, ls;
     bool untracked;
+    unsigned uses; /* METRICS_USE_*: counters exported at 0 */
     char server_host[200];
     char server_port[16];
     hist_snap_t send, receive, process;
@@ -151,6 +154,8 @@ typedef struct failure_snap {
 
 typedef struct snapshot {
     varlog_stats_t st;
+    size_t n_topics;
+    int32_t topics[METRICS_TOPICS_MAX]; /* used by producers: failures at 0 */
     size_t n_series;
     series_snap_t series[METRICS_SERIES_MAX + 1];
     size_t n_failures;
@@ -184,6 +189,7 @@ static void series_read(const metrics_series_t *s, series_snap_t *out)
     hist_read(&s->send, &out->send);
     hist_read(&s->receive, &out->receive);
     hist_read(&s->process, &out->process);
+    out->uses = atomic_load_explicit(&s->uses, memory_order_relaxed);
     out->sent = atomic_load_explicit(&s->sent_records, memory_order_relaxed);
     out->consumed = atomic_load_explicit(&s->consumed, memory_order_relaxed);
 }
@@ -191,6 +197,11 @@ static void series_read(const metrics_series_t *s, series_snap_t *out)
 static void snapshot_take(varlog_client_t *c, snapshot_t *snap)
 {
     client_metrics_t *m = &c->cstats.metrics;
+    for (size_t i = 0; i < METRICS_TOPICS_MAX; i++) {
+        uint64_t key = atomic_load_explicit(&m->topics[i].key, memory_order_acquire);
+        if (key != 0)
+            snap->topics[snap->n_topics++] = (int32_t)(uint32_t)(key - 1);
+    }
     md_view_t *view = md_current(c);
     for (size_t i = 0; i < METRICS_SERIES_MAX; i++) {
         uint64_t key = atomic_load_explicit(&m->series[i].key, memory_order_acquire);
@@ -279,6 +290,29 @@ static void failure_labels(labels_t *l, const failure_snap_t *f)
     labels_add(l, "error_type", varlog_err_name(f->err));
 }
 
+/* Each topic a producer used has a failure counter for every error an append ends with
+ * from then on: at 0 until its first failure, so that increase() counts that one too. Not
+ * once failures were summed as untracked: a 0 there would hide where they went. */
+static void put_failures_at_zero(text_t *t, const char *name, const snapshot_t *s)
+{
+    for (size_t i = 0; i < s->n_failures; i++)
+        if (s->failures[i].untracked)
+            return;
+    for (size_t i = 0; i < s->n_topics; i++) {
+        for (size_t e = 0; e < METRICS_APPEND_ERRORS; e++) {
+            failure_snap_t zero = {.topic = s->topics[i], .err = metrics_append_errors[e]};
+            bool seen = false;
+            for (size_t f = 0; f < s->n_failures && !seen; f++)
+                seen = s->failures[f].topic == zero.topic && s->failures[f].err == zero.err;
+            if (seen)
+                continue;
+            labels_t l;
+            failure_labels(&l, &zero);
+            sample_u64(t, name, &l, 0);
+        }
+    }
+}
+
 static void put_otel(text_t *t, const snapshot_t *s)
 {
     labels_t l;
@@ -288,7 +322,7 @@ static void put_otel(text_t *t, const snapshot_t *s)
            "calls (send, with stats.latency) and entries read (receive: a response's arrival to "
            "the entry's hand-out, with subscribe.stage.timing).");
     for (size_t i = 0; i < s->n_series; i++) {
-        if (s->series[i].send.count == 0)
+        if (s->series[i].send.count == 0 && !(s->series[i].uses & METRICS_USE_SEND))
             continue;
         series_labels(&l, &s->series[i], "send", true);
         put_hist(t, name, &l, &s->series[i].send);
@@ -310,7 +344,7 @@ static void put_otel(text_t *t, const snapshot_t *s)
     family(t, name, "counter",
            "Records of append calls: confirmed by the storage node, or (with error_type) failed.");
     for (size_t i = 0; i < s->n_series; i++) {
-        if (s->series[i].sent == 0)
+        if (s->series[i].sent == 0 && !(s->series[i].uses & METRICS_USE_SEND))
             continue;
         series_labels(&l, &s->series[i], "send", true);
         sample_u64(t, name, &l, s->series[i].sent);
@@ -319,11 +353,12 @@ static void put_otel(text_t *t, const snapshot_t *s)
         failure_labels(&l, &s->failures[i]);
         sample_u64(t, name, &l, s->failures[i].records);
     }
+    put_failures_at_zero(t, name, s);
 
     name = "messaging_client_consumed_messages_total";
     family(t, name, "counter", "Entries delivered to the application by subscriptions.");
     for (size_t i = 0; i < s->n_series; i++) {
-        if (s->series[i].consumed == 0)
+        if (s->series[i].consumed == 0 && !(s->series[i].uses & METRICS_USE_RECEIVE))
             continue;
         series_labels(&l, &s->series[i], "receive", false);
         sample_u64(t, name, &l, s->series[i].consumed);
@@ -347,6 +382,50 @@ static void put_single(text_t *t, const char *name, const char *type, const char
     base_labels(&l, NULL);
     family(t, name, type, help);
     sample_u64(t, name, &l, v);
+}
+
+static void put_single_seconds(text_t *t, const char *name, const char *type, const char *help,
+                               uint64_t ms)
+{
+    labels_t l;
+    base_labels(&l, NULL);
+    family(t, name, type, help);
+    put(t, "%s{%s} %.3f\n", name, l.text, (double)ms / 1000.0);
+}
+
+static void lag_labels(labels_t *l, const stats_lag_row_t *r)
+{
+    base_labels(l, NULL);
+    char id[24];
+    snprintf(id, sizeof id, "%" PRIu64, r->sub_id);
+    labels_add(l, "varlog_subscription", id);
+    snprintf(id, sizeof id, "%" PRId32, r->topic);
+    labels_add(l, "messaging_destination_name", id);
+    snprintf(id, sizeof id, "%" PRId32, r->ls);
+    labels_add(l, "messaging_destination_partition_id", id);
+}
+
+/* The consumer lag per open subscription and log stream (stats_lag.c). */
+static void put_lag(text_t *t, const stats_lag_row_t *rows, size_t n)
+{
+    labels_t l;
+    const char *name = "varlog_client_subscription_lag_entries";
+    family(t, name, "gauge",
+           "Entries committed in the log stream after the last one the subscription delivered "
+           "(up to its range's end): the consumer lag, asked of the replicas at each scrape "
+           "(stats.lag.timeout.ms).");
+    for (size_t i = 0; i < n; i++) {
+        lag_labels(&l, &rows[i]);
+        sample_u64(t, name, &l, rows[i].entries);
+    }
+    name = "varlog_client_subscription_lag_seconds";
+    family(t, name, "gauge",
+           "How long the oldest entry not delivered yet has been committed, at least: since the "
+           "first scrape that saw the log stream's end past it; 0 when caught up.");
+    for (size_t i = 0; i < n; i++) {
+        lag_labels(&l, &rows[i]);
+        put(t, "%s{%s} %.3f\n", name, l.text, rows[i].seconds);
+    }
 }
 
 static void put_own(text_t *t, const snapshot_t *s, const varlog_client_stats_t *cs)
@@ -386,7 +465,11 @@ static void put_own(text_t *t, const snapshot_t *s, const varlog_client_stats_t 
                "varlog_append attempts after the first and appender batches sent again.",
                st->retries);
     put_single(t, "varlog_client_queue_full_total", "counter",
-               "varlog_appender_append calls refused with QUEUE_FULL.", st->queue_full);
+               "Appender calls refused with QUEUE_FULL (a binding's wait counts once, when it "
+               "gives up).",
+               st->queue_full);
+    put_single(t, "varlog_client_queue_full_waits_total", "counter",
+               "Appender calls that waited for room in a full queue.", st->queue_full_waits);
     put_single(t, "varlog_client_denials_total", "counter",
                "Log streams put on the client's deny list after a failure of their own.",
                cs->denials);
@@ -396,10 +479,21 @@ static void put_own(text_t *t, const snapshot_t *s, const varlog_client_stats_t 
                "Connections found ready again after being lost.", st->reconnects);
     put_single(t, "varlog_client_appenders", "gauge", "Pipelined appenders open.", st->appenders);
     put_single(t, "varlog_client_subscriptions", "gauge", "Subscriptions open.", st->subscriptions);
-    put_single(t, "varlog_client_subscription_lag", "gauge",
+    put_single(t, "varlog_client_subscription_buffered_entries", "gauge",
                "Positions received but not yet delivered, summed over open subscriptions "
-               "(docs/STATISTICS.md: subscribe_lag).",
+               "(docs/STATISTICS.md: subscribe_lag); the consumer lag is "
+               "varlog_client_subscription_lag_entries.",
                st->subscribe_lag);
+    put_single(t, "varlog_client_subscription_outages_total", "counter",
+               "Times a subscription began reconnecting: a log stream's stream broke "
+               "(varlog_subscription_health's outages, summed; closed subscriptions included).",
+               st->subscribe_outages);
+    put_single_seconds(t, "varlog_client_subscription_outage_seconds_total", "counter",
+                       "Time subscriptions spent reconnecting, the current outages up to now.",
+                       st->subscribe_outage_ms);
+    put_single(t, "varlog_client_subscription_reconnecting", "gauge",
+               "Log streams of open subscriptions reconnecting now.",
+               st->subscribe_log_streams_down);
     put_single(t, "varlog_client_consumed_bytes_total", "counter",
                "Payload bytes of entries delivered by subscriptions.", st->subscribe_bytes);
 
@@ -423,14 +517,23 @@ varlog_err_t varlog_stats_prometheus(varlog_client_t *client, char **text, size_
     if (!client || !text)
         return errtext_set(VARLOG_ERR_INVALID_ARG, "varlog_stats_prometheus: NULL argument (%s)",
                            !client ? "client" : "text");
-    snapshot_t *snap = calloc(1, sizeof *snap);
-    if (!snap)
+    /* First the lag, which asks the replicas: the snapshot after it is then as fresh as a
+     * scrape without subscriptions. */
+    stats_lag_row_t *lag = NULL;
+    size_t n_lag = 0;
+    if (stats_lag_collect(client, &lag, &n_lag) != VARLOG_OK)
         return errtext_set(VARLOG_ERR_NOMEM, "varlog_stats_prometheus: out of memory");
+    snapshot_t *snap = calloc(1, sizeof *snap);
+    if (!snap) {
+        free(lag);
+        return errtext_set(VARLOG_ERR_NOMEM, "varlog_stats_prometheus: out of memory");
+    }
     varlog_client_stats_t cs;
     varlog_err_t err = varlog_stats_get(client, &snap->st);
     if (err == VARLOG_OK)
         err = varlog_client_stats(client, &cs);
     if (err != VARLOG_OK) {
+        free(lag);
         free(snap);
         return err;
     }
@@ -440,6 +543,8 @@ varlog_err_t varlog_stats_prometheus(varlog_client_t *client, char **text, size_
     t.failed = t.buf == NULL;
     put_otel(&t, snap);
     put_own(&t, snap, &cs);
+    put_lag(&t, lag, n_lag);
+    free(lag);
     free(snap);
     if (t.failed) {
         free(t.buf);

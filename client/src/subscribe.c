@@ -76,6 +76,11 @@ static bool client_unlink_locked(varlog_client_t *c, varlog_subscription_t *sub)
             /* What it delivered stays in the client's statistics. */
             c->cstats.closed_sub_entries += atomic_load(&sub->n_entries);
             c->cstats.closed_sub_bytes += atomic_load(&sub->n_bytes);
+            uint64_t outages, outage_ms;
+            uint32_t down;
+            sub_outage_totals(sub, wire_now_ms(), &outages, &outage_ms, &down);
+            c->cstats.closed_sub_outages += outages;
+            c->cstats.closed_sub_outage_ms += outage_ms;
             atomic_store(&sub->in_client, false);
             return true;
         }
@@ -330,6 +335,7 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
         rpc_poller_lapse(sub->poller); /* before a close can come: the caller's from here */
     /* Linked after the thread started: the client's destroy joins what it finds. */
     pthread_mutex_lock(&c->mu);
+    sub->id = ++c->subscriptions_opened;
     sub->next_open = c->subscriptions;
     c->subscriptions = sub;
     atomic_store(&sub->in_client, true);

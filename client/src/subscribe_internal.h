@@ -49,7 +49,14 @@ typedef struct sub_ls {
     int64_t opened_ms;      /* consumer: rpc was opened (or, a retry's, taken) then */
     varlog_err_t last_err;  /* its latest failure, and its text: "at ADDR: ERR: reason" */
     char last_why[256];
-    uint64_t last_pos;        /* position of the last entry received (0 = none yet) */
+    uint64_t last_pos; /* position of the last entry received (0 = none yet) */
+    /* Consumer lag (stats_lag.c), stored by the consumer, read by a scrape: 1 + the LLSN
+     * before the first entry of this log stream not delivered yet (0: not known yet;
+     * pub_known: the consumer's own note that it stored one), and whether the range is
+     * complete here. */
+    atomic_uint_fast64_t pub_llsn;
+    bool pub_known;
+    atomic_bool pub_finished;
     metrics_series_t *series; /* its (topic, log stream) metrics, looked up once */
     /* subscribe.stage.timing: the head's arrival (the stream's stamp on gRPC's thread) and
      * when it went into the merge's queue (CLOCK_MONOTONIC ns). */
@@ -152,18 +159,21 @@ struct varlog_subscription {
     varlog_err_t gap_answer_err; /* and its result */
     varlog_subscription_stats_t stats;
     /* What varlog_subscription_health reports, published by the consumer at each change. */
-    uint32_t h_down;       /* log streams in an outage */
-    int32_t h_ls;          /* the one in it longest */
-    int64_t h_since_ms;    /* since then */
-    int64_t h_end_ms;      /* the subscription ended then (0: running): down_ms stops */
-    uint64_t h_outages;    /* times h_down left 0 */
-    char h_last[256 + 32]; /* the latest failure, with its log stream */
+    uint32_t h_down;           /* log streams in an outage */
+    int32_t h_ls;              /* the one in it longest */
+    int64_t h_since_ms;        /* since then */
+    int64_t h_end_ms;          /* the subscription ended then (0: running): down_ms stops */
+    uint64_t h_outages;        /* times h_down left 0 */
+    int64_t h_outage_began_ms; /* h_down left 0 then (the current outage) */
+    uint64_t h_outage_ms;      /* length of the outages that ended (the client's statistics) */
+    char h_last[256 + 32];     /* the latest failure, with its log stream */
 
     pthread_t thread;
     bool thread_started;
     bool thread_joined;         /* (mu) someone joined it */
     atomic_bool thread_exiting; /* closed from its handler, shut down: only the join is left */
 
+    uint64_t id; /* the client's count of subscriptions when it was opened: the metrics' label */
     struct varlog_subscription *next_open; /* the client's list (client mu) */
     atomic_bool in_client; /* on that list; once false, close never touches the client */
 };
@@ -239,6 +249,11 @@ int64_t sub_outage_delay_ns(const varlog_subscription_t *sub, const sub_ls_t *ls
 
 /* The subscription ended (END or a failure): varlog_subscription_health's down_ms stops. */
 void sub_outage_ended(varlog_subscription_t *sub);
+/* The subscription's outages for the client's statistics: how many began, their length in
+ * ms (the current one up to now), and the log streams down now (0 once it ended). Any
+ * thread; takes sub->mu. */
+void sub_outage_totals(varlog_subscription_t *sub, int64_t now, uint64_t *outages,
+                       uint64_t *outage_ms, uint32_t *down);
 
 /* subscribe_stages.c: stage timings (subscribe.stage.timing) */
 

@@ -227,6 +227,7 @@ static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t 
 {
     if (err == VARLOG_ERR_END) {
         ls->finished = true;
+        atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
         close_stream(ls);
         return;
     }
@@ -323,6 +324,7 @@ static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
     uint64_t from = resume_position(sub->wanted, ls);
     if (from >= sub->end) {
         ls->finished = true;
+        atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
         return;
     }
     char why[128];
@@ -376,6 +378,10 @@ static void pull(varlog_subscription_t *sub, sub_ls_t *ls)
         ls->held = bb;
         ls->has_head = true;
         ls->last_pos = pos;
+        if (!ls->pub_known) { /* nothing delivered from it yet: it is behind its first head */
+            ls->pub_known = true;
+            atomic_store_explicit(&ls->pub_llsn, ls->head.meta.llsn, memory_order_relaxed);
+        }
         if (pos > atomic_load_explicit(&sub->n_seen_max, memory_order_relaxed))
             atomic_store_explicit(&sub->n_seen_max, pos, memory_order_relaxed);
         if (ls->failures || ls->down_since_ms)
@@ -400,11 +406,16 @@ static varlog_err_t add_ls(varlog_subscription_t *sub, int32_t id)
 {
     if (sub->n_ls == sub->cap_ls) {
         size_t cap = sub->cap_ls ? sub->cap_ls * 2 : 4;
+        /* under mu: a scrape reads the array (stats_lag.c) */
+        pthread_mutex_lock(&sub->mu);
         sub_ls_t **a = realloc(sub->ls, cap * sizeof(*a));
+        if (a) {
+            sub->ls = a;
+            sub->cap_ls = cap;
+        }
+        pthread_mutex_unlock(&sub->mu);
         if (!a)
             return VARLOG_ERR_NOMEM;
-        sub->ls = a;
-        sub->cap_ls = cap;
     }
     if (tq_reserve(sub->heap, sub->n_ls + 1) != VARLOG_OK)
         return VARLOG_ERR_NOMEM;
@@ -413,11 +424,14 @@ static varlog_err_t add_ls(varlog_subscription_t *sub, int32_t id)
         return VARLOG_ERR_NOMEM;
     ls->sub = sub;
     ls->log_stream_id = id;
-    ls->series = metrics_series_get(&sub->c->cstats.metrics, sub->topic_id, id);
+    ls->series =
+        metrics_series_use(&sub->c->cstats.metrics, sub->topic_id, id, METRICS_USE_RECEIVE);
     atomic_init(&ls->received, 0);
+    atomic_init(&ls->pub_llsn, 0);
+    atomic_init(&ls->pub_finished, false);
     ls->last_recv_ms = wire_now_ms();
-    sub->ls[sub->n_ls++] = ls;
     pthread_mutex_lock(&sub->mu);
+    sub->ls[sub->n_ls++] = ls;
     sub->stats.log_streams = (uint32_t)sub->n_ls;
     pthread_mutex_unlock(&sub->mu);
     ls_open(sub, ls);
@@ -666,6 +680,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                     sub->d_series = ls->series;
                 }
                 out->meta = ls->head.meta;
+                atomic_store_explicit(&ls->pub_llsn, ls->head.meta.llsn + 1, memory_order_relaxed);
                 out->meta.topic_id = sub->topic_id;
                 out->meta.log_stream_id = ls->log_stream_id;
                 if (sub->order == SUB_BY_LLSN)

@@ -38,9 +38,14 @@ static void publish(varlog_subscription_t *sub, const sub_ls_t *failed)
             since = ls->down_since_ms;
         }
     }
+    int64_t now = wire_now_ms();
     pthread_mutex_lock(&sub->mu);
-    if (down > 0 && sub->h_down == 0)
+    if (down > 0 && sub->h_down == 0) {
         sub->h_outages++;
+        sub->h_outage_began_ms = since; /* its log stream's first failure */
+    }
+    if (down == 0 && sub->h_down > 0 && sub->h_end_ms == 0)
+        sub->h_outage_ms += (uint64_t)(now - sub->h_outage_began_ms);
     sub->h_down = down;
     sub->h_ls = oldest;
     sub->h_since_ms = since;
@@ -147,12 +152,30 @@ int64_t sub_outage_delay_ns(const varlog_subscription_t *sub, const sub_ls_t *ls
     return delay_ns / 1000000 > left_ms ? left_ms * 1000000 : delay_ns;
 }
 
+void sub_outage_totals(varlog_subscription_t *sub, int64_t now, uint64_t *outages,
+                       uint64_t *outage_ms, uint32_t *down)
+{
+    pthread_mutex_lock(&sub->mu);
+    *outages = sub->h_outages;
+    *outage_ms = sub->h_outage_ms;
+    *down = 0;
+    if (sub->h_down > 0 && sub->h_end_ms == 0) {
+        *down = sub->h_down;
+        if (now > sub->h_outage_began_ms)
+            *outage_ms += (uint64_t)(now - sub->h_outage_began_ms);
+    }
+    pthread_mutex_unlock(&sub->mu);
+}
+
 void sub_outage_ended(varlog_subscription_t *sub)
 {
     int64_t now = wire_now_ms();
     pthread_mutex_lock(&sub->mu);
-    if (sub->h_end_ms == 0)
+    if (sub->h_end_ms == 0) {
         sub->h_end_ms = now > 0 ? now : 1;
+        if (sub->h_down > 0) /* the outage ends with the subscription */
+            sub->h_outage_ms += (uint64_t)(now - sub->h_outage_began_ms);
+    }
     pthread_mutex_unlock(&sub->mu);
 }
 

@@ -430,14 +430,23 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
     /* first without waiting, GIL held: the common case costs no GIL hand-off */
     /* a->app again: the Python code run since the check (drain, the future's creation) may
      * have let another thread close the appender */
+    /* The client's statistics count one refusal per QUEUE_FULL the caller of append sees and
+     * one wait per call that waited: the look before the wait and every chunk but the last
+     * say so (varlog_appender_append_ex's flags). */
     varlog_err_t err =
-        a->app == NULL ? VARLOG_ERR_CLOSED : varlog_appender_append(a->app, &rec, 1, 0, cb, opaque);
+        a->app == NULL
+            ? VARLOG_ERR_CLOSED
+            : varlog_appender_append_ex(a->app, &rec, 1, 0,
+                                        ms != 0 ? VARLOG_APPEND_REFUSAL_RETRIED : 0, cb, opaque);
     if (err == VARLOG_ERR_QUEUE_FULL && ms != 0) {
         int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
-        for (;;) {
+        for (bool first = true;; first = false) {
             int64_t left = deadline == INT64_MAX ? WAIT_CHUNK_MS : deadline - now_ms();
-            if (left <= 0)
-                break;
+            /* the last chunk waits what is left, perhaps nothing: one more look */
+            bool last = deadline != INT64_MAX && left <= WAIT_CHUNK_MS;
+            int64_t chunk = last ? (left > 0 ? left : 0) : WAIT_CHUNK_MS;
+            unsigned flags = (first ? 0u : (unsigned)VARLOG_APPEND_WAIT_CONTINUED) |
+                             (last ? 0u : (unsigned)VARLOG_APPEND_REFUSAL_RETRIED);
             varlog_appender_t *p = a->app;
             if (p == NULL) {
                 err = VARLOG_ERR_CLOSED;
@@ -448,13 +457,12 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
                 room_wait_off(a);
             a->calls++;
             Py_BEGIN_ALLOW_THREADS
-            err = varlog_appender_append(p, &rec, 1, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS,
-                                         cb, opaque);
+            err = varlog_appender_append_ex(p, &rec, 1, chunk, flags, cb, opaque);
             Py_END_ALLOW_THREADS
             a->calls--;
             if (nested)
                 room_wait_on(a);
-            if (err != VARLOG_ERR_QUEUE_FULL)
+            if (err != VARLOG_ERR_QUEUE_FULL || last)
                 break;
             drain(a);
             if (raise_interrupt(a) < 0 || PyErr_CheckSignals() < 0) {
@@ -676,13 +684,14 @@ static PyObject *app_stats(PyObject *self, PyObject *noargs)
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "calls_appended",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "calls_appended",
         (unsigned long long)s.calls_appended, "calls_failed", (unsigned long long)s.calls_failed,
         "records_appended", (unsigned long long)s.records_appended, "batches_sent",
         (unsigned long long)s.batches_sent, "batches_retried",
         (unsigned long long)s.batches_retried, "streams_opened",
         (unsigned long long)s.streams_opened, "queue_full", (unsigned long long)s.queue_full,
-        "pending_calls", (unsigned long long)s.pending_calls, "pending_records",
+        "queue_full_waits", (unsigned long long)s.queue_full_waits, "pending_calls",
+        (unsigned long long)s.pending_calls, "pending_records",
         (unsigned long long)s.pending_records, "pending_bytes", (unsigned long long)s.pending_bytes,
         "inflight_batches", (unsigned long long)s.inflight_batches);
 }

@@ -97,6 +97,25 @@ def test_queue_full_raised_or_waited(server):
             f3 = app.append(b"3")  # waits, GIL released, until the first two are stored
             assert [f.result(timeout=10).glsn for f in (f1, f2)] == [1, 2]
             assert f3.result(timeout=10).glsn == 3
+            # one refusal per QueueFull raised, one wait per call that waited
+            assert (app.stats()["queue_full"], app.stats()["queue_full_waits"]) == (2, 2)
+            assert (c.stats()["queue_full"], c.stats()["queue_full_waits"]) == (2, 2)
+
+
+def test_queue_full_counts_what_the_caller_saw(server):
+    # append(timeout=...) waits in 100 ms chunks to look for signals between them; the
+    # statistics count the one QueueFull the caller got and its one wait, not each chunk.
+    with varlog.Client(server.address, appender_queue_max_records=1,
+                       appender_batch_max_records=1, appender_linger_ms=0) as c:
+        server.delay(APPEND, 3000)  # the window, as in test_queue_full_raised_or_waited
+        with c.appender(1, log_stream=1) as app:
+            f1 = app.append(b"1")
+            with pytest.raises(varlog.QueueFull):
+                app.append(b"2", timeout=0.45)  # five chunks
+            assert not f1.done()  # still inside the window
+            assert (app.stats()["queue_full"], app.stats()["queue_full_waits"]) == (1, 1)
+            assert f1.result(timeout=10).glsn == 1
+        assert (c.stats()["queue_full"], c.stats()["queue_full_waits"]) == (1, 1)
 
 
 def test_close_with_work_in_flight_resolves_every_future(server):

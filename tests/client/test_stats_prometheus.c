@@ -9,6 +9,7 @@
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include "client_fixture.h"
 #include "metadata.h"
 #include "metrics.h"
+#include "test_support.h"
 #include "varlog/appender.h"
 #include "varlog/stats.h"
 
@@ -443,6 +445,123 @@ static void test_odd_label_value_escaped(void **state)
     cf_stop(&f);
 }
 
+typedef struct failed_cb {
+    atomic_int calls;
+    atomic_int err;
+} failed_cb_t;
+
+static void on_failed(const varlog_append_result_t *r, void *opaque)
+{
+    failed_cb_t *f = opaque;
+    atomic_store(&f->err, (int)r->err);
+    atomic_fetch_add(&f->calls, 1);
+}
+
+static bool one_callback(void *arg)
+{
+    return atomic_load(&((failed_cb_t *)arg)->calls) == 1;
+}
+
+/* A counter that appears holding its first burst is not counted by increase(): a producer's
+ * topic has its failure counters at 0 for every error of metrics_append_errors, and its log
+ * stream's success counter and send histogram at 0, from the appender's creation; the first
+ * failure then moves the series that was there. */
+static void test_zero_before_the_first(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "append.retries", "0", "append.resolve.maybe.appended", "false", NULL);
+    char *text = scrape(f.client);
+    assert_null(strstr(text, "error_type=")); /* no producer yet */
+    assert_null(strstr(text, "messaging_client_sent_messages_total{"));
+    varlog_stats_prometheus_free(text);
+
+    varlog_appender_t *app = NULL;
+    assert_int_equal(varlog_appender_new(f.client, 1, 1, &app), VARLOG_OK);
+    text = scrape(f.client);
+    check_structure(text);
+    char prefix[512];
+    for (size_t i = 0; i < METRICS_APPEND_ERRORS; i++) {
+        snprintf(prefix, sizeof prefix,
+                 "messaging_client_sent_messages_total{messaging_system=\"varlog\","
+                 "messaging_operation_name=\"send\",messaging_operation_type=\"send\","
+                 "messaging_destination_name=\"1\",error_type=\"%s\"}",
+                 varlog_err_name(metrics_append_errors[i]));
+        if (sample(text, prefix) != 0)
+            fail_msg("no '%s' at 0 after the appender's creation:\n%s", prefix, text);
+    }
+    const char *sent = "messaging_client_sent_messages_total{messaging_system=\"varlog\","
+                       "messaging_operation_name=\"send\",messaging_operation_type=\"send\","
+                       "messaging_destination_name=\"1\",messaging_destination_partition_id=\"1\",";
+    assert_true(sample(text, sent) == 0);
+    const char *count = "messaging_client_operation_duration_seconds_count{messaging_system="
+                        "\"varlog\",messaging_operation_name=\"send\",messaging_operation_type="
+                        "\"send\",messaging_destination_name=\"1\","
+                        "messaging_destination_partition_id=\"1\",";
+    assert_true(sample(text, count) == 0);
+    varlog_stats_prometheus_free(text);
+
+    /* the first failure: the series at 0 moves, no second one appears */
+    assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
+    failed_cb_t cb;
+    atomic_init(&cb.calls, 0);
+    atomic_init(&cb.err, 0);
+    varlog_record_t recs[3] = {cf_record("a"), cf_record("b"), cf_record("c")};
+    assert_int_equal(varlog_appender_append(app, recs, 3, -1, on_failed, &cb), VARLOG_OK);
+    assert_true(test_wait_until(one_callback, &cb, cf_wait_bound_ms()));
+    assert_int_equal(atomic_load(&cb.err), VARLOG_ERR_SEALED);
+    text = scrape(f.client);
+    check_structure(text);
+    const char *sealed = "messaging_client_sent_messages_total{messaging_system=\"varlog\","
+                         "messaging_operation_name=\"send\",messaging_operation_type=\"send\","
+                         "messaging_destination_name=\"1\",error_type=\"ERR_SEALED\"}";
+    assert_true(sample(text, sealed) == 3);
+    size_t lines = 0;
+    for (const char *p = text; (p = strstr(p, sealed)); p++)
+        lines++;
+    assert_int_equal(lines, 1);
+    varlog_stats_prometheus_free(text);
+    assert_int_equal(varlog_appender_close(&app, 10000), VARLOG_OK);
+    cf_stop(&f);
+}
+
+/* Each instrument's buckets fit what it measures: a send's start at 100 us, a subscribe
+ * stage's at 10 ns (a 30 ns dispatch lands in le="5e-08", not in the advised 5 ms). */
+static void test_buckets_per_instrument(void **state)
+{
+    (void)state;
+    static metrics_hist_t stage;
+    metrics_hist_init(&stage, &metrics_bounds_stage);
+    metrics_hist_record(&stage, 30);
+    assert_int_equal(atomic_load(&stage.buckets[2]), 1); /* (25 ns, 50 ns] */
+    for (size_t i = 1; i < metrics_bounds_send.n; i++)
+        assert_true(metrics_bounds_send.ns[i] > metrics_bounds_send.ns[i - 1]);
+    for (size_t i = 1; i < metrics_bounds_delivery.n; i++)
+        assert_true(metrics_bounds_delivery.ns[i] > metrics_bounds_delivery.ns[i - 1]);
+    for (size_t i = 1; i < metrics_bounds_stage.n; i++)
+        assert_true(metrics_bounds_stage.ns[i] > metrics_bounds_stage.ns[i - 1]);
+
+    client_fixture_t f;
+    cf_start(&f, 1, 1, NULL);
+    varlog_record_t rec = cf_record("x");
+    assert_int_equal(varlog_append_to(f.client, 1, 1, &rec, 1, 5000, NULL, NULL), VARLOG_OK);
+    char *text = scrape(f.client);
+    check_structure(text);
+    assert_non_null(strstr(text, "varlog_client_subscribe_stage_duration_seconds_bucket{"
+                                 "messaging_system=\"varlog\",varlog_stage=\"dispatch\","
+                                 "le=\"1e-08\"} 0\n"));
+    const char *send = "messaging_client_operation_duration_seconds_bucket{messaging_system="
+                       "\"varlog\",messaging_operation_name=\"send\",messaging_operation_type="
+                       "\"send\",messaging_destination_name=\"1\","
+                       "messaging_destination_partition_id=\"1\",";
+    const char *first = strstr(text, send);
+    assert_non_null(first);
+    assert_non_null(strstr(first, "le=\"0.0001\"}"));
+    assert_true(strstr(first, "le=\"0.0001\"}") < strstr(first, "le=\"0.005\"}"));
+    varlog_stats_prometheus_free(text);
+    cf_stop(&f);
+}
+
 static void test_label_values_escaped(void **state)
 {
     (void)state;
@@ -463,6 +582,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exposition_after_appends),
         cmocka_unit_test(test_families_match_the_doc),
+        cmocka_unit_test(test_zero_before_the_first),
+        cmocka_unit_test(test_buckets_per_instrument),
         cmocka_unit_test(test_label_values_escaped),
         cmocka_unit_test(test_odd_label_value_escaped),
     };

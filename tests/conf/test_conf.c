@@ -76,6 +76,7 @@ static const struct prop_case cases[] = {
     {"channel.unlisted.grace.ms", "60000", "0", "1m", "-1", "86400001", "[0, 86400000]"},
     {"stats.interval.ms", "0", "1000", "1s", "-1", "86400001", "[0, 86400000]"},
     {"stats.latency", "true", "false", "often", NULL, NULL, NULL},
+    {"stats.lag.timeout.ms", "1000", "250", "1s", "-1", "600001", "[0, 600000]"},
     {"log.level", "warning", "debug", "verbose", NULL, NULL, NULL},
     {"debug", "", "rpc,retry", "network", NULL, NULL, NULL},
 };

@@ -175,6 +175,29 @@ VARLOG_API varlog_err_t varlog_appender_append(varlog_appender_t *app,
                                                int64_t timeout_ms, varlog_append_cb *cb,
                                                void *opaque);
 
+/* Flags of varlog_appender_append_ex. */
+enum {
+    /* A QUEUE_FULL this call returns is not counted as a refusal (queue_full): the caller
+     * will call again for the same records, and counts only the refusal its own caller sees. */
+    VARLOG_APPEND_REFUSAL_RETRIED = 1u << 0,
+    /* A wait for room this call makes goes on from an earlier call's wait for the same
+     * records: it is not counted again in queue_full_waits. */
+    VARLOG_APPEND_WAIT_CONTINUED = 1u << 1,
+};
+
+/*
+ * varlog_appender_append for a caller that waits for room in several calls, as a language
+ * binding does to look for signals between them (python/src/appender.c): flags (a set of
+ * VARLOG_APPEND_*) keep the statistics to what the application saw, one refusal per call it
+ * got QUEUE_FULL for and one wait per call that waited. flags 0 is varlog_appender_append.
+ * Ownership, blocking and callbacks as varlog_appender_append. Errors: those of
+ * varlog_appender_append, and INVALID_ARG for an unknown flag.
+ */
+VARLOG_API varlog_err_t varlog_appender_append_ex(varlog_appender_t *app,
+                                                  const varlog_record_t *records, size_t n,
+                                                  int64_t timeout_ms, unsigned flags,
+                                                  varlog_append_cb *cb, void *opaque);
+
 /*
  * Sends what is queued without waiting for appender.linger.ms and waits until the callback of
  * every call queued before flush began has returned. still_pending (optional) receives the
@@ -212,6 +235,7 @@ typedef struct varlog_appender_stats {
     uint64_t batches_retried;  /* batches sent again after a failure */
     uint64_t streams_opened;   /* Append streams opened */
     uint64_t queue_full;       /* appends that returned QUEUE_FULL */
+    uint64_t queue_full_waits; /* appends that waited for room (then queued or refused) */
     uint64_t pending_calls;    /* calls queued, in flight or in their callback */
     uint64_t pending_records;  /* their records */
     uint64_t pending_bytes;    /* their payload bytes */

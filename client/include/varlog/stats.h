@@ -75,6 +75,7 @@ typedef struct varlog_stats {
     uint64_t maybe_appended_calls, maybe_appended_records;
     uint64_t retries;    /* varlog_append attempts after the first + appender batches resent */
     uint64_t queue_full; /* varlog_appender_append calls refused with QUEUE_FULL */
+    uint64_t queue_full_waits; /* varlog_appender_append calls that waited for room */
     /* Ambiguous appends read back from the log (append.resolve.maybe.appended): passes
      * made, and appends (calls of varlog_append, batches of the appenders) found stored or
      * proved absent by them. */
@@ -99,6 +100,13 @@ typedef struct varlog_stats {
     uint64_t subscribe_entries;
     uint64_t subscribe_bytes;
     uint64_t subscribe_lag;
+    /* Outages of subscriptions (counters, closed ones included): times a subscription began
+     * reconnecting (varlog_subscription_health's outages, summed), and their length in ms,
+     * the current ones up to now; and the log streams of open subscriptions reconnecting
+     * now (gauge). */
+    uint64_t subscribe_outages;
+    uint64_t subscribe_outage_ms;
+    uint32_t subscribe_log_streams_down;
 
     /* Subscribe stage timings, per client (subscribe.stage.timing): response arrival -> the
      * subscription's queue; waited there until the merge took it; merge hand-out -> the
@@ -188,9 +196,13 @@ VARLOG_API void varlog_stats_json_free(char *json);
  *
  * *text receives a malloc'ed, NUL-terminated document (free it with
  * varlog_stats_prometheus_free), *len (optional) its length without the NUL. Any thread,
- * including the client's callbacks; does not block beyond the brief locks of varlog_stats_get
- * and a read of the client's metadata; no network call. Valid until varlog_client_destroy
- * begins. Errors: INVALID_ARG (NULL client or text), NOMEM.
+ * including the client's callbacks.
+ * Blocks: with subscriptions open, for the consumer lag (varlog_client_subscription_lag_*),
+ * it asks every replica of each log stream they read for its committed end, all at once, and
+ * waits up to stats.lag.timeout.ms (default 1 s; 0 = no lag and no call) for the answers: a
+ * log stream none of whose replicas answered in time has no lag series in this scrape.
+ * Otherwise only the brief locks of varlog_stats_get and a read of the client's metadata.
+ * Valid until varlog_client_destroy begins. Errors: INVALID_ARG (NULL client or text), NOMEM.
  */
 VARLOG_API varlog_err_t varlog_stats_prometheus(varlog_client_t *client, char **text, size_t *len);
 
