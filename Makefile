@@ -62,8 +62,9 @@ test-soak: build
 	cd $(BUILD) && ctest -L soak --output-on-failure --verbose
 
 # A real Prometheus (Debian's prometheus package, which `make deps` installs) scraping
-# `varlog-cli append --metrics-listen` (tests/metrics); skipped, saying so, without it, and
-# failed instead under CI=true.
+# `varlog-cli append --metrics-listen` (tests/metrics), and docs/monitoring's alerting rules
+# and dashboard through promtool and against the families the client exports
+# (test_metrics_monitoring); skipped, saying so, without it, and failed instead under CI=true.
 test-prometheus: build
 	cd $(BUILD) && ctest -L prometheus --output-on-failure --verbose
 

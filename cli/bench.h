@@ -52,7 +52,8 @@ typedef struct bench_append {
     uint64_t other_kinds; /* failures beyond MAX_ERR_KINDS distinct pairs */
     uint64_t lo_glsn, hi_glsn;
     char first_errtext[256];
-    /* producers' own failures: a refused append call (a varlog_err_t) */
+    /* the run's own failures: a refused append call, or the appender's creation (a
+     * varlog_err_t) */
     _Atomic int refused;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -72,16 +73,17 @@ typedef struct bench_summary {
     varlog_err_t sub_err;          /* how the subscribe phase ended */
     bool sub_ran;                  /* the subscribe phase ran (not skipped by an interruption) */
     bool interrupted;              /* SIGINT or SIGTERM cut the run short */
+    bool ok;                       /* no record failed, nothing else failed */
     int64_t batch, linger, depth;  /* the appender's settings in effect */
 } bench_summary_t;
 
 /* The summary on stdout, as text or as one JSON object (CLI_EXIT_FAIL when it could not be
- * built). Only for a run that did not fail: an interrupted one says so in both forms. */
+ * built). The text only for a run that did not fail; the JSON also for one that failed once
+ * it began ("ok": false, the failures counted). An interrupted run says so in both forms. */
 void bench_print_text(const cli_ctx_t *ctx, const bench_summary_t *s);
 int bench_print_json(const cli_ctx_t *ctx, const bench_summary_t *s);
 
-/* A failed run: what it did and why, on stderr, so that stdout holds nothing a script could
- * take for a result. */
+/* A failed run: what it did and why, on stderr (beside the JSON summary with --json). */
 void bench_print_failure(const cli_ctx_t *ctx, const bench_summary_t *s);
 
 #endif

@@ -90,12 +90,23 @@ int bench_print_json(const cli_ctx_t *ctx, const bench_summary_t *sm)
     cJSON_AddNumberToObject(root, "pipeline_depth", (double)depth);
     cJSON_AddNumberToObject(root, "rate_limit", o->rate);
     cJSON_AddBoolToObject(root, "interrupted", sm->interrupted);
+    cJSON_AddBoolToObject(root, "ok", sm->ok);
     if (o->mode & MODE_APPEND) {
         bench_append_t *bm = (bench_append_t *)b;
         cJSON *a = cJSON_AddObjectToObject(root, "append");
         cJSON_AddNumberToObject(a, "sent", (double)atomic_load(&bm->sent));
         cJSON_AddNumberToObject(a, "appended", (double)ar->records);
-        cJSON_AddNumberToObject(a, "failed", (double)atomic_load(&bm->failed));
+        uint64_t sent = atomic_load(&bm->sent), failed = atomic_load(&bm->failed);
+        cJSON_AddNumberToObject(a, "failed", (double)failed);
+        /* accepted calls whose callback did not come before the flush gave up */
+        cJSON_AddNumberToObject(a, "unsettled",
+                                sent > ar->records + failed ? (double)(sent - ar->records - failed)
+                                                            : 0.0);
+        varlog_err_t refused = (varlog_err_t)atomic_load(&bm->refused);
+        if (refused != VARLOG_OK)
+            cJSON_AddStringToObject(a, "refused", varlog_err_name(refused));
+        else
+            cJSON_AddNullToObject(a, "refused");
         cJSON_AddNumberToObject(a, "bytes", (double)ar->bytes);
         cJSON_AddNumberToObject(a, "elapsed_s", (double)ar->elapsed_ns / 1e9);
         cJSON_AddNumberToObject(a, "records_per_s", per_s(ar->records, ar->elapsed_ns));
@@ -113,6 +124,8 @@ int bench_print_json(const cli_ctx_t *ctx, const bench_summary_t *sm)
             cJSON_AddNumberToObject(k, "records", (double)b->kinds[i].count);
             cJSON_AddItemToArray(kinds, k);
         }
+        /* failures of (outcome, error) pairs beyond the MAX_ERR_KINDS listed */
+        cJSON_AddNumberToObject(errs, "other", (double)b->other_kinds);
         if (b->first_errtext[0])
             cJSON_AddStringToObject(errs, "first", b->first_errtext);
         cJSON_AddNumberToObject(a, "queue_full", (double)atomic_load(&bm->queue_full));

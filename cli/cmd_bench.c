@@ -74,9 +74,12 @@ static void print_usage(const cli_ctx_t *ctx)
            "  --topic T        topic (default 1)\n"
            "  --json           print the summary as one JSON object\n" CLI_METRICS_HELP
            "  Exit status: 0 when every record was appended (and read back); 1 when some\n"
-           "  failed or the cluster could not be used (stdout is then empty and stderr says\n"
-           "  what was done); 2 bad arguments; 130 interrupted (Ctrl-C): the summary is\n"
-           "  marked interrupted (JSON \"interrupted\": true) and covers what ran.\n",
+           "  failed or the cluster could not be used: stderr says what was done, and\n"
+           "  stdout is empty, but for --json once the run began: the JSON summary then\n"
+           "  counts the failures (\"ok\": false; append's \"failed\" and \"errors\" by\n"
+           "  outcome and by error; subscribe's \"error\"); 2 bad arguments; 130\n"
+           "  interrupted (Ctrl-C): the summary is marked interrupted (JSON\n"
+           "  \"interrupted\": true) and covers what ran.\n",
            ctx->prog, MAX_RECORD, MAX_PRODUCERS);
 }
 
@@ -344,11 +347,13 @@ static int run_append(cli_ctx_t *ctx, varlog_client_t *client, const bench_opts_
 {
     bench_opts_t oc = *o;
     oc.count = count;
-    b->o = &oc;
     int status = CLI_EXIT_OK;
     varlog_err_t rc = varlog_appender_new(client, o->topic, 0, &b->app);
-    if (rc != VARLOG_OK)
+    if (rc != VARLOG_OK) {
+        atomic_store(&b->refused, rc);
         return cli_fail(ctx, rc, "appender for topic %d", o->topic);
+    }
+    b->o = &oc;
     g_bench = b;
     producer_t prods[MAX_PRODUCERS];
     int started = 0;
@@ -553,9 +558,14 @@ int cmd_bench(cli_ctx_t *ctx, int argc, char **argv)
                            .batch = batch,
                            .linger = linger,
                            .depth = depth};
-    if (status != CLI_EXIT_OK && status != CLI_EXIT_INTERRUPTED) {
-        /* a failure: nothing on stdout that a script could take for a result */
+    sum.ok = status == CLI_EXIT_OK || status == CLI_EXIT_INTERRUPTED;
+    if (!sum.ok) {
+        /* A failure: what was done on stderr. The text summary stays off stdout, where a
+         * script could take it for a result; the JSON one says "ok": false and counts the
+         * failures, so that a script can read what happened. */
         bench_print_failure(ctx, &sum);
+        if (o.json && bench_print_json(ctx, &sum) != CLI_EXIT_OK)
+            cli_fail(ctx, VARLOG_ERR_NOMEM, "building the JSON summary");
         goto out;
     }
     if (o.json) {

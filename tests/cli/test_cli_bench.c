@@ -2,7 +2,10 @@
  * --mr): the --json summary parsed with cJSON (every record appended, no error, the
  * latency percentiles ordered and counted, the appender settings given on the command line
  * in effect, the subscribe phase reading back every record), the text summary, no progress
- * line when stderr is not a terminal, --help, and bad arguments (exit status 2, one line). */
+ * line when stderr is not a terminal, --help, and bad arguments (exit status 2, one line).
+ * Against a server this test starts (--mr), with records made to fail by its fault
+ * injection: the --json summary is still printed, counting the failures, and the exit
+ * status is 1. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +27,9 @@
 #include <cmocka.h>
 
 #include "run_program.h"
+#include "server_fixture.h"
 #include "test_support.h"
+#include "varlog/server.h"
 
 /* What one run of the program gave: run_program.h's result (status, stdout, stderr). */
 typedef run_result_t run_t;
@@ -68,16 +73,24 @@ static const cJSON *obj(const cJSON *o, const char *name)
     return v;
 }
 
-static cJSON *parse_summary(const run_t *r)
+static cJSON *parse_summary_status(const run_t *r, int status)
 {
-    if (r->status != 0)
-        fail_msg("exit status %d, stderr: %s", r->status, r->err);
+    if (r->status != status)
+        fail_msg("exit status %d (want %d), stdout: '%s', stderr: %s", r->status, status, r->out,
+                 r->err);
     cJSON *root = cJSON_Parse(r->out);
     if (!root)
         fail_msg("stdout is not JSON: %s", r->out);
     /* one object, one line */
     assert_non_null(strchr(r->out, '\n'));
     assert_int_equal(strchr(r->out, '\n')[1], '\0');
+    return root;
+}
+
+static cJSON *parse_summary(const run_t *r)
+{
+    cJSON *root = parse_summary_status(r, 0);
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "ok")));
     return root;
 }
 
@@ -200,6 +213,86 @@ static void test_bench_text(void **state)
     run_free(&r);
 }
 
+/* The server the failure tests run against: 1 topic of 2 log streams, no fault set. */
+static int setup_server(void **state)
+{
+    return server_fixture_setup(state, 1, 2);
+}
+
+/* A failed run's JSON: "ok": false, every accepted call settled, and each failure counted
+ * once by outcome and by error (all of them NOT_APPENDED with error err here). Returns the
+ * records that failed. */
+static double check_failed_run(const run_t *r, const cJSON *root, const char *err)
+{
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "ok")));
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "interrupted")));
+    const cJSON *a = obj(root, "append");
+    double sent = num(a, "sent"), appended = num(a, "appended"), failed = num(a, "failed");
+    if (!(failed > 0) || sent != appended + failed || num(a, "unsettled") != 0)
+        fail_msg("sent %g, appended %g, failed %g, unsettled %g: %s", sent, appended, failed,
+                 num(a, "unsettled"), r->out);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(a, "refused")));
+    const cJSON *e = obj(a, "errors");
+    assert_true(num(e, "NOT_APPENDED") == failed);
+    assert_true(num(e, "MAYBE_APPENDED") == 0);
+    assert_true(num(e, "other") == 0);
+    const cJSON *kinds = cJSON_GetObjectItemCaseSensitive(e, "by_error");
+    assert_true(cJSON_IsArray(kinds));
+    assert_int_equal(cJSON_GetArraySize(kinds), 1);
+    const cJSON *k = cJSON_GetArrayItem(kinds, 0);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(k, "outcome")->valuestring,
+                        "NOT_APPENDED");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(k, "error")->valuestring, err);
+    assert_true(num(k, "records") == failed);
+    const cJSON *first = cJSON_GetObjectItemCaseSensitive(e, "first");
+    assert_true(cJSON_IsString(first) && first->valuestring[0]);
+    /* every call's latency taken, the failed ones too */
+    assert_true(num(obj(a, "latency_us"), "count") == sent);
+    /* stderr still says what was done */
+    if (!strstr(r->err, "failed; ") || !strstr(r->err, err))
+        fail_msg("stderr does not say what failed: %s", r->err);
+    return failed;
+}
+
+/* Every record fails: both log streams sealed, the topic has no appendable one, one attempt
+ * each (append.retries=0: by default that is retried until appender.delivery.timeout.ms). */
+static void test_bench_json_all_failed(void **state)
+{
+    server_fixture_t *f = *state;
+    assert_int_equal(varlog_server_seal(f->srv, 1, 1), VARLOG_OK);
+    assert_int_equal(varlog_server_seal(f->srv, 1, 2), VARLOG_OK);
+    run_t r =
+        RUN_CLI("--mr", f->addr, "-X", "append.retries=0", "bench", "--count", "500", "--json");
+    cJSON *root = parse_summary_status(&r, 1);
+    assert_true(check_failed_run(&r, root, "ERR_NO_LOG_STREAM") == 500);
+    assert_true(num(obj(root, "append"), "appended") == 0);
+    cJSON_Delete(root);
+    run_free(&r);
+    /* the text form keeps stdout empty on failure: nothing a script could take for a result */
+    r = RUN_CLI("--mr", f->addr, "-X", "append.retries=0", "bench", "--count", "500");
+    assert_int_equal(r.status, 1);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "500 failed"));
+    run_free(&r);
+}
+
+/* Some records fail, the rest are appended: one AppendRequest refused as sealed. */
+static void test_bench_json_some_failed(void **state)
+{
+    server_fixture_t *f = *state;
+    assert_int_equal(varlog_server_fail_next(f->srv, "/varlog.snpb.LogIO/Append", 9, "sealed", 1),
+                     VARLOG_OK);
+    run_t r =
+        RUN_CLI("--mr", f->addr, "-X", "append.retries=0", "bench", "--count", "5000", "--json");
+    cJSON *root = parse_summary_status(&r, 1);
+    double failed = check_failed_run(&r, root, "ERR_SEALED");
+    assert_true(failed < 5000);
+    assert_true(num(obj(root, "append"), "appended") == 5000 - failed);
+    assert_true(varlog_server_request_count(f->srv, "/varlog.snpb.LogIO/Append") > 1);
+    cJSON_Delete(root);
+    run_free(&r);
+}
+
 static void test_bench_help(void **state)
 {
     (void)state;
@@ -246,9 +339,16 @@ static void test_bench_bad_arguments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bench_json),           cmocka_unit_test(test_bench_both),
-        cmocka_unit_test(test_bench_subscribe_only), cmocka_unit_test(test_bench_text),
-        cmocka_unit_test(test_bench_help),           cmocka_unit_test(test_bench_bad_arguments),
+        cmocka_unit_test(test_bench_json),
+        cmocka_unit_test(test_bench_both),
+        cmocka_unit_test(test_bench_subscribe_only),
+        cmocka_unit_test(test_bench_text),
+        cmocka_unit_test(test_bench_help),
+        cmocka_unit_test(test_bench_bad_arguments),
+        cmocka_unit_test_setup_teardown(test_bench_json_all_failed, setup_server,
+                                        server_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_bench_json_some_failed, setup_server,
+                                        server_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

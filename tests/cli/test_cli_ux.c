@@ -1,9 +1,10 @@
 /* varlog-cli as a new user meets it (issue 20), against an embedded server this test starts
  * (--mr ADDR) or the program's own: trim says what it trimmed; a failed append or bench
- * leaves stdout empty; an interrupted finite job exits 130 and says so, a tail stopped by
- * Ctrl-C does not; subscribe --count shows progress on a terminal; --timeout bounds the
- * open; topics --admin names an address that is not an admin server; the record size
- * limits of the two append paths; numbers refused with the bound they missed. */
+ * leaves stdout empty (bench --json prints its summary, "ok": false); an interrupted finite
+ * job exits 130 and says so, a tail stopped by Ctrl-C does not; subscribe --count shows
+ * progress on a terminal; --timeout bounds the open; topics --admin names an address that
+ * is not an admin server; the record size limits of the two append paths; numbers refused
+ * with the bound they missed. */
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,7 +98,8 @@ static void test_trim_says_what_it_trimmed(void **state)
     run_result_free(&r);
 }
 
-/* A failed append or bench: stdout empty, what was done on stderr with the error. */
+/* A failed append or bench: stdout empty, what was done on stderr with the error; bench
+ * --json prints its summary, saying "ok": false (test_cli_bench checks its counts). */
 static void test_failure_leaves_stdout_empty(void **state)
 {
     fixture_t *f = *state;
@@ -108,7 +110,11 @@ static void test_failure_leaves_stdout_empty(void **state)
     expect(&r, 1, "", "appended 0 records; 1 not appended", "ERR_SEALED", NULL);
     run_result_free(&r);
     r = CLI("--mr", f->addr, "bench", "--topic", "3", "--count", "100", "--json");
-    expect(&r, 1, "", "failed; 0 of ", NULL);
+    expect(&r, 1, NULL, "failed; 0 of ", NULL);
+    cJSON *root = cJSON_Parse(r.out);
+    if (!root || !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "ok")))
+        fail_msg("stdout is not the JSON summary with \"ok\": false: '%s'", r.out);
+    cJSON_Delete(root);
     run_result_free(&r);
     r = CLI("--mr", f->addr, "bench", "--topic", "3", "--count", "100");
     expect(&r, 1, "", "failed; 0 of ", NULL);
