@@ -237,6 +237,14 @@ static varlog_err_t app_append(varlog_appender_t *app, const varlog_record_t *r,
 }
 
 CALL(app_append_null_app, app_append(NULL, &rec1, 1, 0, on_appended))
+CALL(app_append_ex_null_app,
+     varlog_appender_append_ex(NULL, &rec1, 1, 0, VARLOG_APPEND_REFUSAL_RETRIED, on_appended, NULL))
+CALL(app_append_ex_unknown_flag,
+     varlog_appender_append_ex(e->app, &rec1, 1, 0, 1u << 7, on_appended, NULL))
+CALL(app_append_ex_flags,
+     varlog_appender_append_ex(e->app, &rec1, 1, 0,
+                               VARLOG_APPEND_REFUSAL_RETRIED | VARLOG_APPEND_WAIT_CONTINUED,
+                               on_appended, NULL))
 CALL(app_append_null_records, app_append(e->app, NULL, 1, 0, on_appended))
 CALL(app_append_null_cb, app_append(e->app, &rec1, 1, 0, NULL))
 CALL(app_append_n_0, app_append(e->app, &rec1, 0, 0, on_appended))
@@ -292,6 +300,8 @@ static const bi_row_t pure_rows[] = {
     R(varlog_stats_prometheus, "NULL client", INVAL, "NULL argument", stats_prometheus_null_client),
     R(varlog_appender_new, "NULL client", INVAL, "must not be NULL", appender_new_null_client),
     R(varlog_appender_append, "NULL appender", INVAL, "must not be NULL", app_append_null_app),
+    R(varlog_appender_append_ex, "NULL appender", INVAL, "must not be NULL",
+      app_append_ex_null_app),
     R(varlog_appender_flush, "NULL", INVAL, "appender is NULL", app_flush_null),
     R(varlog_appender_close, "NULL and *app NULL", OK, OK, app_close_null),
 };
@@ -382,6 +392,9 @@ static const bi_row_t open_rows[] = {
       "exceed appender.batch.max.bytes", app_append_bytes_big),
     R(varlog_appender_append, "timeout -2", INVAL, "timeout_ms -2", app_append_timeout_below),
     R(varlog_appender_append, "timeout INT64_MAX", OK, OK, app_append_timeout_huge),
+    R(varlog_appender_append_ex, "unknown flag", INVAL, "unknown flags 0x80",
+      app_append_ex_unknown_flag),
+    R(varlog_appender_append_ex, "both flags", OK, OK, app_append_ex_flags),
     R(varlog_appender_flush, "timeout -2", INVAL, "timeout_ms -2", app_flush_below),
     R(varlog_appender_flush, "timeout INT64_MAX", OK, OK, app_flush_huge),
     R(varlog_appender_close, "twice", OK, OK, app_close_twice),
