@@ -559,6 +559,29 @@ static PyObject *client_stats(PyObject *self, PyObject *noargs)
     return res;
 }
 
+/* The Prometheus text, with the GIL released: it reads the client's metadata and may ask
+ * storage nodes for log streams' tails (bounded by metadata.call.timeout.ms). */
+static PyObject *client_metrics(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (cl == NULL)
+        return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    varlog_err_t err;
+    CALL_BEGIN(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_stats_prometheus(cl, &text, &len);
+    Py_END_ALLOW_THREADS
+    CALL_END(self);
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    PyObject *res = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "replace");
+    varlog_stats_prometheus_free(text);
+    return res;
+}
+
 static PyObject *client_get_closed(PyObject *self, void *closure)
 {
     (void)closure;
@@ -632,6 +655,12 @@ static PyMethodDef client_methods[] = {
     {"stats", client_stats, METH_NOARGS,
      "stats() -> dict\n\nThe client's statistics document (varlog_stats_json, "
      "docs/STATISTICS.md), parsed."},
+    {"metrics", client_metrics, METH_NOARGS,
+     "metrics() -> str\n\nThe client's metrics in the Prometheus text exposition format 0.0.4 "
+     "(varlog_stats_prometheus; every family in docs/STATISTICS.md), for an application to "
+     "serve on its own /metrics endpoint. Releases the GIL while the library builds it (it "
+     "reads the client's metadata and may ask storage nodes, within "
+     "metadata.call.timeout.ms). Raises Closed after close()."},
     {NULL, NULL, 0, NULL},
 };
 
