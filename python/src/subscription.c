@@ -302,6 +302,59 @@ static PyObject *sub_stats(PyObject *self, PyObject *noargs)
         "log_streams", (unsigned int)st.log_streams);
 }
 
+static PyTypeObject *health_type;
+
+static PyStructSequence_Field health_fields[] = {
+    {"reconnecting", "some log stream of the subscription is in an outage"},
+    {"log_streams_down", "how many are"},
+    {"log_stream_id", "the one in an outage longest; 0 when none"},
+    {"down_ms", "for how long, ms (0 when none); stops growing once the subscription ended"},
+    {"timeout_ms", "subscribe.retry.timeout.ms: down_ms at which the subscription ends; -1 for "
+                   "ever"},
+    {"outages", "times the subscription began reconnecting (a change: an outage since)"},
+    {"last_failure", "the latest failure of a stream ('log stream L at ADDR: what: reason'); "
+                     "'' before the first"},
+    {NULL, NULL},
+};
+static PyStructSequence_Desc health_desc = {
+    "varlog.SubscriptionHealth",
+    "Whether a subscription is reconnecting (varlog_subscription_health), as its consumer last "
+    "saw it.",
+    health_fields, 7};
+
+static PyObject *sub_health(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    vp_subscription_t *s = (vp_subscription_t *)self;
+    varlog_subscription_health_t h;
+    varlog_err_t err;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
+    err = s->sub ? varlog_subscription_health(s->sub, &h) : VARLOG_ERR_CLOSED;
+    pthread_mutex_unlock(&s->mu);
+    Py_END_ALLOW_THREADS
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    h.last_failure[sizeof h.last_failure - 1] = '\0';
+    PyObject *o = PyStructSequence_New(health_type);
+    if (o == NULL)
+        return NULL;
+    PyStructSequence_SET_ITEM(o, 0, PyBool_FromLong(h.reconnecting));
+    PyStructSequence_SET_ITEM(o, 1, PyLong_FromUnsignedLong(h.log_streams_down));
+    PyStructSequence_SET_ITEM(o, 2, PyLong_FromLong(h.log_stream_id));
+    PyStructSequence_SET_ITEM(o, 3, PyLong_FromLongLong(h.down_ms));
+    PyStructSequence_SET_ITEM(o, 4, PyLong_FromLongLong(h.timeout_ms));
+    PyStructSequence_SET_ITEM(o, 5, PyLong_FromUnsignedLongLong(h.outages));
+    PyStructSequence_SET_ITEM(
+        o, 6, PyUnicode_DecodeUTF8(h.last_failure, (Py_ssize_t)strlen(h.last_failure), "replace"));
+    for (Py_ssize_t i = 0; i < 7; i++)
+        if (PyStructSequence_GET_ITEM(o, i) == NULL) {
+            Py_DECREF(o);
+            return NULL;
+        }
+    return o;
+}
+
 static PyObject *sub_get_closed(PyObject *self, void *closure)
 {
     (void)closure;
@@ -340,6 +393,12 @@ static PyMethodDef sub_methods[] = {
     {"__enter__", sub_enter, METH_NOARGS, NULL},
     {"__exit__", sub_exit, METH_VARARGS, NULL},
     {"stats", sub_stats, METH_NOARGS, "stats() -> dict\n\nvarlog_subscription_stats as a dict."},
+    {"health", sub_health, METH_NOARGS,
+     "health() -> SubscriptionHealth\n\nWhether the subscription is reconnecting "
+     "(varlog_subscription_health), as its consumer last saw it: the reader of next() or "
+     "the iterator (which notices failures only while it waits), or the handler's thread. "
+     "A named tuple (reconnecting, log_streams_down, log_stream_id, down_ms, timeout_ms, "
+     "outages, last_failure). Does not block (a brief lock). Raises Closed after close()."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -375,6 +434,10 @@ PyTypeObject vp_subscription_type = {
 int vp_subscription_init_type(PyObject *m)
 {
     if (PyType_Ready(&vp_subscription_type) < 0)
+        return -1;
+    health_type = PyStructSequence_NewType(&health_desc);
+    if (health_type == NULL ||
+        PyModule_AddObjectRef(m, "SubscriptionHealth", (PyObject *)health_type) < 0)
         return -1;
     return PyModule_AddObjectRef(m, "Subscription", (PyObject *)&vp_subscription_type);
 }
