@@ -355,62 +355,6 @@ static PyObject *client_refresh(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromUnsignedLongLong(varlog_client_applied_index(cl));
 }
 
-/* The records of an append: one bytes-like object or a sequence of them, borrowed through
- * the buffer protocol (no copy) until the call returns. */
-typedef struct recs {
-    Py_buffer *views;
-    varlog_record_t *records;
-    Py_ssize_t n;
-} recs_t;
-
-static void recs_release(recs_t *r)
-{
-    for (Py_ssize_t i = 0; i < r->n; i++)
-        PyBuffer_Release(&r->views[i]);
-    PyMem_Free(r->views);
-    PyMem_Free(r->records);
-}
-
-static int recs_get(PyObject *obj, recs_t *r)
-{
-    r->n = 0;
-    r->views = NULL;
-    r->records = NULL;
-    PyObject *seq;
-    if (PyObject_CheckBuffer(obj))
-        seq = PyTuple_Pack(1, obj);
-    else
-        seq = PySequence_Fast(obj, "records must be a bytes-like object or a list of them");
-    if (seq == NULL)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n == 0) {
-        Py_DECREF(seq);
-        PyErr_SetString(vp.InvalidArgument, "no records to append");
-        return -1;
-    }
-    r->views = PyMem_Calloc((size_t)n, sizeof *r->views);
-    r->records = PyMem_Calloc((size_t)n, sizeof *r->records);
-    if (r->views == NULL || r->records == NULL) {
-        Py_DECREF(seq);
-        recs_release(r);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &r->views[i], PyBUF_SIMPLE) < 0) {
-            Py_DECREF(seq);
-            recs_release(r);
-            return -1;
-        }
-        r->n = i + 1;
-        r->records[i].data = r->views[i].buf;
-        r->records[i].len = (size_t)r->views[i].len;
-    }
-    Py_DECREF(seq);
-    return 0;
-}
-
 static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *records,
                            PyObject *timeout)
 {
@@ -421,19 +365,19 @@ static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *
         PyErr_SetString(PyExc_ValueError, "timeout must be None or above 0 for append");
         return NULL;
     }
-    recs_t r;
-    if (recs_get(records, &r) < 0)
+    vp_records_t r;
+    if (vp_records_get(records, &r) < 0)
         return NULL;
-    /* after recs_get, which may run Python code (a generator, a buffer exporter) during
+    /* after vp_records_get, which may run Python code (a generator, a buffer exporter) during
      * which another thread may close the client */
     varlog_client_t *cl = vp_client_get((vp_client_t *)self);
     if (cl == NULL) {
-        recs_release(&r);
+        vp_records_release(&r);
         return NULL;
     }
     varlog_entry_meta_t stack[16], *metas = stack;
     if (r.n > 16 && (metas = PyMem_Malloc((size_t)r.n * sizeof *metas)) == NULL) {
-        recs_release(&r);
+        vp_records_release(&r);
         return PyErr_NoMemory();
     }
     varlog_err_t err;
@@ -461,7 +405,7 @@ static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *
     }
     if (metas != stack)
         PyMem_Free(metas);
-    recs_release(&r);
+    vp_records_release(&r);
     return res;
 }
 
