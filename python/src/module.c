@@ -221,6 +221,16 @@ void vp_log_cb(void *opaque, varlog_log_level_t level, varlog_log_ctx_t ctx, con
     PyGILState_Release(st);
 }
 
+/* ---- asyncio ---- */
+
+PyObject *vp_aio(const char *name)
+{
+    static PyObject *mod; /* varlog._aio, imported on first use (it imports asyncio) */
+    if (mod == NULL && (mod = PyImport_ImportModule("varlog._aio")) == NULL)
+        return NULL;
+    return PyObject_GetAttrString(mod, name);
+}
+
 /* ---- records ---- */
 
 void vp_records_release(vp_records_t *r)

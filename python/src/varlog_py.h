@@ -70,6 +70,10 @@ typedef struct vp_records {
 int vp_records_get(PyObject *obj, vp_records_t *r);
 void vp_records_release(vp_records_t *r);
 
+/* A new reference to varlog._aio's attribute name (the asyncio helpers), importing the module
+ * on first use; NULL with an error set. GIL held. */
+PyObject *vp_aio(const char *name);
+
 /* Fills conf from properties (a dict of dotted names) and kwargs (underscores for dots).
  * Returns 0, or -1 with an exception set. */
 int vp_conf_apply(varlog_conf_t *conf, PyObject *properties, PyObject *kwargs);
