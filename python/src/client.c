@@ -582,12 +582,17 @@ static PyMethodDef client_methods[] = {
      "(topic, log_stream) tuple): bound to log_stream when > 0, topic-wide when 0. Its "
      "properties are the client's appender.* properties."},
     {"subscribe", KW vp_client_subscribe, METH_VARARGS | METH_KEYWORDS,
-     "subscribe(topic, begin, end=None) -> Subscription\n\nAn iterator of the topic's entries "
-     "with GLSN in [begin, end) in GLSN order, each once, without gaps; end None tails for "
-     "ever."},
+     "subscribe(topic, begin, end=None, *, handler=None) -> Subscription\n\nThe topic's "
+     "entries with GLSN in [begin, end) in GLSN order, each once, without gaps; end None tails "
+     "for ever. Without a handler, an iterator of them (for, async for, next()). With one, "
+     "handler(entry) is called for each, one at a time, on the subscription's own thread "
+     "(varlog-sub), with the GIL taken there; what it raises ends the subscription (no "
+     "handler after it) and is raised by wait(); no handler runs after close() returns. "
+     "handler must be a plain function (TypeError for a coroutine function)."},
     {"subscribe_to", KW vp_client_subscribe_to, METH_VARARGS | METH_KEYWORDS,
-     "subscribe_to(topic, log_stream, begin, end=None) -> Subscription\n\nEntries of one log "
-     "stream with LLSN in [begin, end), in LLSN order (their glsn is 0)."},
+     "subscribe_to(topic, log_stream, begin, end=None, *, handler=None) -> Subscription\n\n"
+     "Entries of one log stream with LLSN in [begin, end), in LLSN order (their glsn is 0); "
+     "handler as for subscribe."},
     {"peek", KW client_peek, METH_VARARGS | METH_KEYWORDS,
      "peek(topic, log_stream, timeout=None) -> (EntryMeta, EntryMeta, bool)\n\nThe first and "
      "last entries of a log stream as its replicas report them (zeros when empty) and whether "

@@ -351,7 +351,8 @@ static PyMethodDef fut_methods[] = {
      "cluster's. Changes nothing."},
     {"done", fut_done, METH_NOARGS, "done() -> bool\n\nTrue once the future is resolved."},
     {"result", FASTKW(fut_result),
-     "result(timeout=None) -> EntryMeta\n\nThe record's EntryMeta, or raises its NotAppended / "
+     "result(timeout=None) -> EntryMeta | list[EntryMeta]\n\nThe record's EntryMeta (a list "
+     "of them for a sequence of records), or raises its NotAppended / "
      "MaybeAppended; waits up to timeout seconds (None: until resolved), then raises "
      "TimeoutError."},
     {"exception", FASTKW(fut_exception),
@@ -361,9 +362,11 @@ static PyMethodDef fut_methods[] = {
      "Runs the done-callbacks as concurrent.futures does; a KeyboardInterrupt (any "
      "BaseException that is not an Exception) one raises is raised after the others ran."},
     {"set_result", fut_set_result, METH_O,
-     "For the appender (and tests): resolves the future, once; InvalidStateError after."},
+     "set_result(result, /) -> None\n\nFor the appender (and tests): resolves the future, "
+     "once; InvalidStateError after."},
     {"set_exception", fut_set_exception, METH_O,
-     "For the appender (and tests): resolves the future with an exception, once."},
+     "set_exception(exception, /) -> None\n\nFor the appender (and tests): resolves the "
+     "future with an exception, once."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -402,14 +402,17 @@ static PyObject *mod_err_name(PyObject *self, PyObject *arg)
 
 static PyMethodDef mod_methods[] = {
     {"_shutdown", mod_shutdown, METH_NOARGS,
-     "Closes every open client (their appenders and subscriptions first), then stops every C "
+     "_shutdown() -> None\n\nCloses every open client (their appenders and subscriptions first), "
+     "then stops every C "
      "thread from entering Python. Registered with atexit by the package."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
-     "In the child of os.fork (registered by the package): every Client, Appender, "
+     "_after_fork_child() -> None\n\nIn the child of os.fork (registered by the package): every "
+     "Client, Appender, "
      "Subscription, Admin and Server of the parent is made to look closed, without calling "
      "into the library (whose threads the child does not have) and without freeing it."},
-    {"version", mod_version, METH_NOARGS, "libvarlog's version string."},
-    {"err_name", mod_err_name, METH_O, "The name of a varlog_err_t code, e.g. 'ERR_TIMED_OUT'."},
+    {"version", mod_version, METH_NOARGS, "version() -> str\n\nlibvarlog's version string."},
+    {"err_name", mod_err_name, METH_O,
+     "err_name(code, /) -> str\n\nThe name of a varlog_err_t code, e.g. 'ERR_TIMED_OUT'."},
     {NULL, NULL, 0, NULL},
 };
 
