@@ -19,36 +19,12 @@
  * health). It prefers writers, so that a reader that takes it again after each chunk of its
  * wait cannot keep a close out. mu makes the readers of next() one at a time. Both are only
  * waited for with the GIL released (or tried). */
-#include "varlog_py.h"
+#include "subscription.h"
 
 #include <stdatomic.h>
 #include <string.h>
 #include <structmember.h>
 #include <time.h>
-
-#define WAIT_CHUNK_MS 100
-
-struct vp_subscription {
-    PyObject_HEAD varlog_subscription_t *sub; /* NULL once closed (guarded by rw) */
-    pthread_rwlock_t rw;
-    pthread_mutex_t mu;
-    /* closes waiting for rw: a waiting reader returns CLOSED at its next chunk */
-    atomic_int closers;
-    atomic_bool closing; /* close began: the handler is not called any more */
-    vp_client_t *client;
-    PyObject *weakreflist;
-    varlog_err_t ended; /* END, or the failure, once reported (GIL-guarded) */
-    PyObject *failure;  /* the exception raised for it, raised again by later calls */
-    /* handler form */
-    bool handler_form;
-    PyObject *handler;         /* cleared once closed (GIL) */
-    bool self_ref;             /* the reference held while handlers may run (GIL) */
-    bool close_when_published; /* the handler raised before subscribe returned (GIL) */
-    pthread_mutex_t done_mu;   /* done: ended, failed or closed; wait() sleeps on done_cv */
-    pthread_cond_t done_cv;
-    bool done;
-    PyObject *aio; /* varlog._aio's reader of the async iterator, NULL before its first use */
-};
 
 static void locks_init(vp_subscription_t *s)
 {
@@ -62,7 +38,7 @@ static void locks_init(vp_subscription_t *s)
     pthread_cond_init(&s->done_cv, NULL);
 }
 
-static PyObject *raise_state(const char *text)
+PyObject *vp_sub_raise_state(const char *text)
 {
     PyObject *exc = vp_make_error(VARLOG_ERR_STATE, text, -1);
     if (exc != NULL) {
@@ -82,25 +58,7 @@ static PyObject *raise_closed(const char *text)
     return NULL;
 }
 
-static void mark_done(vp_subscription_t *s)
-{
-    pthread_mutex_lock(&s->done_mu);
-    s->done = true;
-    pthread_cond_broadcast(&s->done_cv);
-    pthread_mutex_unlock(&s->done_mu);
-}
-
-/* Drops the reference held while handlers may run: the last thing a caller does with s
- * (it may free s). GIL held. */
-static void drop_self_ref(vp_subscription_t *s)
-{
-    if (s->self_ref) {
-        s->self_ref = false;
-        Py_DECREF(s);
-    }
-}
-
-static PyObject *entry_new(const varlog_entry_t *e)
+PyObject *vp_entry_new(const varlog_entry_t *e)
 {
     PyObject *o = PyStructSequence_New(vp.entry_type);
     if (o == NULL)
@@ -116,105 +74,6 @@ static PyObject *entry_new(const varlog_entry_t *e)
             return NULL;
         }
     return o;
-}
-
-static void sub_close_impl(vp_subscription_t *s);
-
-/* ---- handler form: called on the library's subscription thread ---- */
-
-/* What a handler raised: kept as the subscription's failure (wait() raises it), logged on
- * the client's logger, and the subscription closed from the handler. GIL held, error set. */
-static void handler_raised(vp_subscription_t *s)
-{
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
-    PyErr_NormalizeException(&et, &ev, &tb);
-    if (ev != NULL && tb != NULL)
-        PyException_SetTraceback(ev, tb);
-    Py_XDECREF(et);
-    Py_XDECREF(tb);
-    if (ev == NULL)
-        return;
-    PyObject *args = Py_BuildValue("(sO)",
-                                   "subscription handler raised %r: the subscription is "
-                                   "closed",
-                                   ev);
-    PyObject *kw = Py_BuildValue("{s:O}", "exc_info", ev);
-    PyObject *log = PyObject_GetAttrString(s->client->logger, "error");
-    PyObject *r = args && kw && log ? PyObject_Call(log, args, kw) : NULL;
-    if (r == NULL)
-        PyErr_WriteUnraisable(s->client->logger);
-    Py_XDECREF(r);
-    Py_XDECREF(log);
-    Py_XDECREF(args);
-    Py_XDECREF(kw);
-    if (s->ended == VARLOG_OK) {
-        s->ended = VARLOG_ERR_STATE; /* a failure: wait() raises s->failure */
-        s->failure = ev;
-    } else {
-        Py_DECREF(ev);
-    }
-    if (s->sub != NULL) /* read under the GIL, which subscribe holds when it publishes it */
-        sub_close_impl(s);
-    else
-        s->close_when_published = true;
-}
-
-static void h_entry(const varlog_entry_t *e, void *opaque)
-{
-    vp_subscription_t *s = opaque;
-    PyGILState_STATE st;
-    if (atomic_load(&s->closing) || !vp_gil_enter(&st))
-        return;
-    if (!atomic_load(&s->closing) && s->ended == VARLOG_OK && s->handler != NULL) {
-        Py_INCREF(s);
-        PyObject *fn = s->handler;
-        Py_INCREF(fn);
-        PyObject *entry = entry_new(e);
-        PyObject *r = entry ? PyObject_CallOneArg(fn, entry) : NULL;
-        Py_XDECREF(entry);
-        if (r == NULL)
-            handler_raised(s);
-        Py_XDECREF(r);
-        Py_DECREF(fn);
-        Py_DECREF(s);
-    }
-    PyGILState_Release(st);
-}
-
-static void h_end(void *opaque)
-{
-    vp_subscription_t *s = opaque;
-    PyGILState_STATE st;
-    if (!vp_gil_enter(&st)) {
-        mark_done(s);
-        return;
-    }
-    if (s->ended == VARLOG_OK)
-        s->ended = VARLOG_ERR_END;
-    mark_done(s);
-    drop_self_ref(s);
-    PyGILState_Release(st);
-}
-
-static void h_error(varlog_err_t err, const char *why, void *opaque)
-{
-    vp_subscription_t *s = opaque;
-    PyGILState_STATE st;
-    if (!vp_gil_enter(&st)) {
-        mark_done(s);
-        return;
-    }
-    if (s->ended == VARLOG_OK) {
-        s->failure = vp_make_error(err, why, -1);
-        if (s->failure == NULL)
-            PyErr_WriteUnraisable((PyObject *)s);
-        else
-            s->ended = err;
-    }
-    mark_done(s);
-    drop_self_ref(s);
-    PyGILState_Release(st);
 }
 
 /* ---- creation ---- */
@@ -269,6 +128,7 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
     s->handler = handler;
     Py_XINCREF(handler);
     s->self_ref = false;
+    s->published = false;
     s->close_when_published = false;
     s->done = false;
     s->aio = NULL;
@@ -276,8 +136,10 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
         Py_INCREF(s); /* its thread's: handlers may run as soon as subscribe started it */
         s->self_ref = true;
     }
-    varlog_subscribe_handlers_t h = {
-        .on_entry = h_entry, .on_end = h_end, .on_error = h_error, .opaque = s};
+    varlog_subscribe_handlers_t h = {.on_entry = vp_sub_on_entry,
+                                     .on_end = vp_sub_on_end,
+                                     .on_error = vp_sub_on_error,
+                                     .opaque = s};
     varlog_subscription_t *sub = NULL;
     varlog_err_t err;
     c->calls++;
@@ -290,32 +152,35 @@ static PyObject *make_sub(PyObject *self, int32_t topic, int32_t ls, unsigned lo
         err = varlog_subscribe(cl, topic, (uint64_t)begin, end, &h, &sub);
     else
         err = varlog_subscribe_iter(cl, topic, (uint64_t)begin, end, &sub);
+    Py_END_ALLOW_THREADS
     if (err == VARLOG_OK) {
+        /* with the GIL, which the handler holds when it looks at published; nobody else
+         * has s yet, so the lock is free */
         pthread_rwlock_wrlock(&s->rw);
         s->sub = sub;
         pthread_rwlock_unlock(&s->rw);
+        s->published = true;
     }
-    Py_END_ALLOW_THREADS
     if (err != VARLOG_OK) {
         c->calls--;
-        drop_self_ref(s);
+        vp_sub_drop_self_ref(s);
         Py_DECREF(s);
         return vp_raise(err, -1);
     }
     if (c->client == NULL) {
         /* closed meanwhile: its close is waiting for this call */
-        sub_close_impl(s);
+        vp_sub_close(s);
         c->calls--;
         Py_DECREF(s);
         return raise_closed("the client was closed");
     }
     if (s->close_when_published)
-        sub_close_impl(s);
+        vp_sub_close(s);
     /* counted in c->calls until adopted: a close that begins meanwhile waits for it */
     int rc = vp_client_adopt(c, (PyObject *)s);
     c->calls--;
     if (rc < 0) {
-        sub_close_impl(s);
+        vp_sub_close(s);
         Py_DECREF(s);
         return NULL;
     }
@@ -355,7 +220,7 @@ PyObject *vp_client_subscribe_to(PyObject *self, PyObject *args, PyObject *kw)
 /* Idempotent. From another thread, returns once no handler runs (the library's close waits
  * for it); from the handler, at once (its return ends delivery). GIL held; keeps the error
  * indicator as it found it. */
-static void sub_close_impl(vp_subscription_t *s)
+void vp_sub_close(vp_subscription_t *s)
 {
     varlog_subscription_t *p;
     atomic_store(&s->closing, true);
@@ -368,7 +233,7 @@ static void sub_close_impl(vp_subscription_t *s)
     atomic_fetch_sub(&s->closers, 1);
     varlog_subscription_close(&p);
     Py_END_ALLOW_THREADS
-    mark_done(s);
+    vp_sub_mark_done(s);
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
     if (s->aio != NULL) {
@@ -381,7 +246,7 @@ static void sub_close_impl(vp_subscription_t *s)
     /* no handler runs any more (or it is this thread's, which holds its own references) */
     Py_CLEAR(s->handler);
     PyErr_Restore(et, ev, tb);
-    drop_self_ref(s); /* last: may free s */
+    vp_sub_drop_self_ref(s); /* last: may free s */
 }
 
 void vp_subscription_forget(vp_subscription_t *s)
@@ -393,7 +258,7 @@ void vp_subscription_forget(vp_subscription_t *s)
 
 void vp_subscription_close_quiet(vp_subscription_t *s)
 {
-    sub_close_impl(s);
+    vp_sub_close(s);
 }
 
 /* ---- iterator form ---- */
@@ -420,8 +285,9 @@ static void unlock_reader(vp_subscription_t *s)
 static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *timed_out)
 {
     if (s->handler_form)
-        return raise_state("a subscription with a handler has no next(): its entries go to the "
-                           "handler (wait() waits for its end)");
+        return vp_sub_raise_state(
+            "a subscription with a handler has no next(): its entries go to the "
+            "handler (wait() waits for its end)");
     if (s->ended == VARLOG_ERR_END)
         return NULL;
     if (s->ended != VARLOG_OK) {
@@ -438,7 +304,7 @@ static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *
         if (pthread_rwlock_tryrdlock(&s->rw) == 0) {
             err = next_locked(s, 0, &e, &gone);
             if (err == VARLOG_OK)
-                res = entry_new(&e);
+                res = vp_entry_new(&e);
             pthread_rwlock_unlock(&s->rw);
         }
         pthread_mutex_unlock(&s->mu);
@@ -463,7 +329,7 @@ static PyObject *sub_next_timed(vp_subscription_t *s, int64_t timeout_ms, bool *
         }
         Py_END_ALLOW_THREADS
         if (err == VARLOG_OK) {
-            res = entry_new(&e);
+            res = vp_entry_new(&e);
             unlock_reader(s);
             return res;
         }
@@ -513,8 +379,9 @@ static PyObject *sub_next(PyObject *self, PyObject *args, PyObject *kw)
 static PyObject *sub_iter(PyObject *self)
 {
     if (((vp_subscription_t *)self)->handler_form)
-        return raise_state("a subscription with a handler cannot be iterated: its entries go "
-                           "to the handler");
+        return vp_sub_raise_state(
+            "a subscription with a handler cannot be iterated: its entries go "
+            "to the handler");
     Py_INCREF(self);
     return self;
 }
@@ -536,63 +403,10 @@ static PyObject *sub_anext(PyObject *self)
     return coro;
 }
 
-/* ---- handler form: waiting for the end ---- */
-
-static PyObject *sub_wait(PyObject *self, PyObject *args, PyObject *kw)
-{
-    static char *kwlist[] = {"timeout", NULL};
-    vp_subscription_t *s = (vp_subscription_t *)self;
-    PyObject *timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wait", kwlist, &timeout))
-        return NULL;
-    int64_t ms = vp_timeout_ms(timeout, -1);
-    if (ms == -2)
-        return NULL;
-    if (!s->handler_form)
-        return raise_state("wait() is for a subscription with a handler: iterate this one");
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        bool done;
-        int64_t chunk = WAIT_CHUNK_MS;
-        if (ms >= 0) {
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            int64_t left =
-                ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
-            chunk = left < 0 ? 0 : left < chunk ? left : chunk;
-        }
-        Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&s->done_mu);
-        if (!s->done && chunk > 0) {
-            struct timespec until;
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += chunk * 1000000L;
-            until.tv_sec += until.tv_nsec / 1000000000L;
-            until.tv_nsec %= 1000000000L;
-            pthread_cond_timedwait(&s->done_cv, &s->done_mu, &until);
-        }
-        done = s->done;
-        pthread_mutex_unlock(&s->done_mu);
-        Py_END_ALLOW_THREADS
-        if (done)
-            break;
-        if (chunk == 0 && ms >= 0)
-            Py_RETURN_FALSE;
-        if (PyErr_CheckSignals() < 0)
-            return NULL;
-    }
-    if (s->ended != VARLOG_OK && s->ended != VARLOG_ERR_END && s->failure != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(s->failure), s->failure);
-        return NULL;
-    }
-    Py_RETURN_TRUE;
-}
-
 static PyObject *sub_close(PyObject *self, PyObject *noargs)
 {
     (void)noargs;
-    sub_close_impl((vp_subscription_t *)self);
+    vp_sub_close((vp_subscription_t *)self);
     Py_RETURN_NONE;
 }
 
@@ -606,7 +420,7 @@ static PyObject *sub_enter(PyObject *self, PyObject *noargs)
 static PyObject *sub_exit(PyObject *self, PyObject *args)
 {
     (void)args;
-    sub_close_impl((vp_subscription_t *)self);
+    vp_sub_close((vp_subscription_t *)self);
     Py_RETURN_FALSE;
 }
 
@@ -703,7 +517,7 @@ static void sub_dealloc(PyObject *self)
     /* not while a handler may run: its thread holds a reference (self_ref) */
     if (s->weakreflist != NULL)
         PyObject_ClearWeakRefs(self);
-    sub_close_impl(s);
+    vp_sub_close(s);
     pthread_rwlock_destroy(&s->rw);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->done_mu);
@@ -723,7 +537,7 @@ static PyMethodDef sub_methods[] = {
      "complete (see ended). Raises the subscription's failure (Trimmed, VarlogError with an "
      "ERR_RPC_* name, ...) at this and every later call, Closed after close(). A subscription "
      "with a handler has none (VarlogError ERR_STATE)."},
-    {"wait", KW sub_wait, METH_VARARGS | METH_KEYWORDS,
+    {"wait", KW vp_sub_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(timeout=None) -> bool\n\nA subscription with a handler: waits, GIL released, until "
      "it is over, up to timeout seconds (None: for ever); True once its range was delivered "
      "or it was closed, False at the timeout. Raises its failure: the library's (Trimmed, "
