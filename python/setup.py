@@ -55,8 +55,8 @@ ext = Extension(
     "varlog._varlog",
     sources=[os.path.join("src", f) for f in
              ("module.c", "client.c", "future.c", "appender.c", "subscription.c",
-              "admin_server.c")],
-    depends=[os.path.join("src", "varlog_py.h")],
+              "subscription_handler.c", "admin_server.c")],
+    depends=[os.path.join("src", "varlog_py.h"), os.path.join("src", "subscription.h")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wshadow",
                         "-Wno-missing-field-initializers", "-Wno-cast-function-type"]
     + shlex.split(os.environ.get("VARLOG_PY_CFLAGS", "")),

@@ -738,13 +738,13 @@ static PyMethodDef server_methods[] = {
     {"restart", server_restart, METH_NOARGS, "restart() -> None: serves again on the same port."},
     {"add_topic", server_add_topic, METH_NOARGS, "add_topic() -> int: a new topic's id."},
     {"add_log_stream", server_add_log_stream, METH_O,
-     "add_log_stream(topic) -> int: a new log stream's id."},
-    {"seal", server_seal, METH_VARARGS, "seal(topic, log_stream) -> None"},
-    {"unseal", server_unseal, METH_VARARGS, "unseal(topic, log_stream) -> None"},
+     "add_log_stream(topic, /) -> int: a new log stream's id."},
+    {"seal", server_seal, METH_VARARGS, "seal(topic, log_stream, /) -> None"},
+    {"unseal", server_unseal, METH_VARARGS, "unseal(topic, log_stream, /) -> None"},
     {"fail_next", KW server_fail_next, KWM,
      "fail_next(method, code, message=None, n=1) -> None: the next n calls of method (a full "
      "gRPC path such as '/varlog.snpb.LogIO/Append') end with gRPC status code."},
-    {"delay", server_delay, METH_VARARGS, "delay(method, ms) -> None: delays every response."},
+    {"delay", server_delay, METH_VARARGS, "delay(method, ms, /) -> None: delays every response."},
     {"drop_stream_after", KW server_drop_stream_after, KWM,
      "drop_stream_after(method, k, n=1) -> None: the next n streams end UNAVAILABLE after k "
      "messages."},
@@ -752,8 +752,8 @@ static PyMethodDef server_methods[] = {
      "drop_stream_after_write(method, k, n=1) -> None: as drop_stream_after, but Append request "
      "k+1 is stored before its stream ends without the answer."},
     {"clear_faults", server_clear_faults, METH_NOARGS, "clear_faults() -> None"},
-    {"call_count", server_call_count, METH_O, "call_count(method) -> int"},
-    {"request_count", server_request_count, METH_O, "request_count(method) -> int"},
+    {"call_count", server_call_count, METH_O, "call_count(method, /) -> int"},
+    {"request_count", server_request_count, METH_O, "request_count(method, /) -> int"},
     {NULL, NULL, 0, NULL},
 };
 

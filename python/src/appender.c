@@ -36,7 +36,9 @@ typedef struct done {
     PyObject *fut;
     varlog_err_t err;
     varlog_outcome_t outcome;
-    varlog_entry_meta_t meta;
+    varlog_entry_meta_t meta;   /* one record's position (metas NULL) */
+    varlog_entry_meta_t *metas; /* a sequence's n positions, malloc'ed by the append */
+    size_t n;
     char *errtext; /* malloc'ed, failures only */
 } done_t;
 
@@ -74,7 +76,9 @@ static void on_appended(const varlog_append_result_t *r, void *opaque)
     vp_appender_t *a = d->owner;
     d->err = r->err;
     d->outcome = r->outcome;
-    if (r->err == VARLOG_OK && r->n > 0 && r->metas != NULL)
+    if (r->err == VARLOG_OK && r->n > 0 && r->metas != NULL && d->metas != NULL)
+        memcpy(d->metas, r->metas, (r->n < d->n ? r->n : d->n) * sizeof *d->metas);
+    else if (r->err == VARLOG_OK && r->n > 0 && r->metas != NULL)
         d->meta = r->metas[0];
     else if (r->err != VARLOG_OK)
         d->errtext = strdup(r->errtext ? r->errtext : "");
@@ -158,22 +162,42 @@ static int raise_interrupt(vp_appender_t *a)
     return -1;
 }
 
+static void done_free(done_t *d)
+{
+    free(d->errtext);
+    free(d->metas);
+    free(d);
+}
+
+/* A sequence's result: its records' EntryMeta in order. */
+static PyObject *meta_list(const done_t *d)
+{
+    PyObject *l = PyList_New((Py_ssize_t)d->n);
+    for (size_t i = 0; l != NULL && i < d->n; i++) {
+        PyObject *m = vp_meta_new(&d->metas[i]);
+        if (m == NULL)
+            Py_CLEAR(l);
+        else
+            PyList_SET_ITEM(l, (Py_ssize_t)i, m);
+    }
+    return l;
+}
+
 static void resolve(done_t *d)
 {
     if (d->fut == NULL) {
         log_failure(d);
-        free(d->errtext);
-        free(d);
+        done_free(d);
         return;
     }
-    PyObject *arg = d->err == VARLOG_OK ? vp_meta_new(&d->meta)
-                                        : vp_make_error(d->err, d->errtext, (int)d->outcome);
+    PyObject *arg = d->err != VARLOG_OK ? vp_make_error(d->err, d->errtext, (int)d->outcome)
+                    : d->metas != NULL  ? meta_list(d)
+                                        : vp_meta_new(&d->meta);
     if (arg == NULL || vp_future_resolve(d->fut, arg, d->err != VARLOG_OK) < 0)
         keep_or_report(d->owner, d->fut);
     Py_XDECREF(arg);
     Py_DECREF(d->fut);
-    free(d->errtext);
-    free(d);
+    done_free(d);
 }
 
 static bool drains_here(vp_appender_t *a)
@@ -389,11 +413,11 @@ static PyObject *closed_error(void)
 
 static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"record", "timeout", "future", NULL};
+    static char *kwlist[] = {"records", "timeout", "future", NULL};
     vp_appender_t *a = (vp_appender_t *)self;
-    PyObject *record, *timeout = Py_None;
+    PyObject *records, *timeout = Py_None;
     int want_future = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$p:append", kwlist, &record, &timeout,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|O$p:append", kwlist, &records, &timeout,
                                      &want_future))
         return NULL;
     int64_t ms = vp_timeout_ms(timeout, -1);
@@ -405,19 +429,25 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
         drain(a);
     if (raise_interrupt(a) < 0)
         return NULL; /* nothing queued */
-    Py_buffer view;
-    if (PyObject_GetBuffer(record, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
+    vp_records_t r;
+    if (vp_records_get(records, &r) < 0)
+        return NULL; /* nothing queued */
     done_t *d = NULL;
     PyObject *fut = NULL;
     varlog_append_cb *cb = on_appended_bare;
     void *opaque = a;
     if (want_future) {
         d = calloc(1, sizeof *d);
-        fut = d ? vp_future_new() : PyErr_NoMemory();
+        if (d != NULL && !r.one) {
+            /* a sequence: its future gets a list of the positions the callback gives */
+            d->n = (size_t)r.n;
+            d->metas = calloc(d->n, sizeof *d->metas);
+        }
+        fut = d && (r.one || d->metas) ? vp_future_new() : PyErr_NoMemory();
         if (fut == NULL) {
-            free(d);
-            PyBuffer_Release(&view);
+            if (d != NULL)
+                done_free(d);
+            vp_records_release(&r);
             return NULL;
         }
         d->owner = a;
@@ -426,7 +456,6 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
         cb = on_appended;
         opaque = d;
     }
-    varlog_record_t rec = {.data = view.buf, .len = (size_t)view.len};
     /* first without waiting, GIL held: the common case costs no GIL hand-off */
     /* a->app again: the Python code run since the check (drain, the future's creation) may
      * have let another thread close the appender */
@@ -436,7 +465,7 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
     varlog_err_t err =
         a->app == NULL
             ? VARLOG_ERR_CLOSED
-            : varlog_appender_append_ex(a->app, &rec, 1, 0,
+            : varlog_appender_append_ex(a->app, r.records, (size_t)r.n, 0,
                                         ms != 0 ? VARLOG_APPEND_REFUSAL_RETRIED : 0, cb, opaque);
     if (err == VARLOG_ERR_QUEUE_FULL && ms != 0) {
         int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + ms;
@@ -457,7 +486,7 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
                 room_wait_off(a);
             a->calls++;
             Py_BEGIN_ALLOW_THREADS
-            err = varlog_appender_append_ex(p, &rec, 1, chunk, flags, cb, opaque);
+            err = varlog_appender_append_ex(p, r.records, (size_t)r.n, chunk, flags, cb, opaque);
             Py_END_ALLOW_THREADS
             a->calls--;
             if (nested)
@@ -475,21 +504,23 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
             }
         }
     }
-    PyBuffer_Release(&view);
+    vp_records_release(&r);
     if (err != VARLOG_OK) {
         Py_XDECREF(fut);
         Py_XDECREF(fut);
-        free(d);
+        if (d != NULL)
+            done_free(d);
         return vp_raise(err, VARLOG_NOT_APPENDED);
     }
     if (fut == NULL)
         Py_RETURN_NONE;
     return fut;
 interrupted:
-    PyBuffer_Release(&view);
+    vp_records_release(&r);
     Py_XDECREF(fut);
     Py_XDECREF(fut);
-    free(d);
+    if (d != NULL)
+        done_free(d);
     return NULL;
 }
 
@@ -719,16 +750,21 @@ static void app_dealloc(PyObject *self)
 #define KW (PyCFunction)(void (*)(void))
 static PyMethodDef app_methods[] = {
     {"append", KW app_append, METH_VARARGS | METH_KEYWORDS,
-     "append(record, timeout=None, *, future=True) -> AppendFuture | None\n\nQueues one record "
-     "(bytes-like; copied "
-     "once, into the transmit queue, before append returns: the buffer may be reused at once) "
-     "and returns a future resolved exactly once: with its EntryMeta when stored, or with "
-     "NotAppended / MaybeAppended. A full queue (appender.queue.max.records/.bytes) is waited "
-     "for, with the GIL released, up to timeout seconds (None: until there is room; 0: not at "
-     "all), then QueueFull (a NotAppended: nothing queued) is raised. Raises Closed after "
-     "close(), InvalidArgument for an empty or too large record, TypeError for a non "
-     "bytes-like one. future=False: no future (about half the cost per record); the outcome "
-     "is then only counted (stats()) and a failure logged at WARNING on the client's logger."},
+     "append(records, timeout=None, *, future=True) -> AppendFuture | None\n\nQueues one "
+     "record (bytes-like), or a sequence of them as one call (stored together, in one log "
+     "stream, with consecutive GLSNs and LLSNs, or not at all; at most "
+     "appender.batch.max.records records and appender.batch.max.bytes bytes), and returns a "
+     "future resolved exactly once: with the record's EntryMeta (a sequence: a list of "
+     "EntryMeta, one per record, in order) when stored, or with NotAppended / MaybeAppended. "
+     "The records are copied once, into the transmit queue, before append returns: the "
+     "buffers may be reused at once. A full queue (appender.queue.max.records/.bytes) is "
+     "waited for, with the GIL released, up to timeout seconds (None: until there is room; 0: "
+     "not at all), then QueueFull (a NotAppended: nothing queued) is raised. Raises Closed "
+     "after close(); InvalidArgument for an empty sequence, an empty or too large record, or "
+     "too many records; TypeError for a str or an element that is not bytes-like. Nothing of "
+     "a refused call is queued. future=False: no future (about half the cost per record); the "
+     "outcome is then only counted (stats()) and a failure logged at WARNING on the client's "
+     "logger."},
     {"flush", KW app_flush, METH_VARARGS | METH_KEYWORDS,
      "flush(timeout=None) -> int\n\nSends what is queued now and waits (GIL released) until "
      "every append made before it has its future resolved; returns how many are still pending "

@@ -355,62 +355,6 @@ static PyObject *client_refresh(PyObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromUnsignedLongLong(varlog_client_applied_index(cl));
 }
 
-/* The records of an append: one bytes-like object or a sequence of them, borrowed through
- * the buffer protocol (no copy) until the call returns. */
-typedef struct recs {
-    Py_buffer *views;
-    varlog_record_t *records;
-    Py_ssize_t n;
-} recs_t;
-
-static void recs_release(recs_t *r)
-{
-    for (Py_ssize_t i = 0; i < r->n; i++)
-        PyBuffer_Release(&r->views[i]);
-    PyMem_Free(r->views);
-    PyMem_Free(r->records);
-}
-
-static int recs_get(PyObject *obj, recs_t *r)
-{
-    r->n = 0;
-    r->views = NULL;
-    r->records = NULL;
-    PyObject *seq;
-    if (PyObject_CheckBuffer(obj))
-        seq = PyTuple_Pack(1, obj);
-    else
-        seq = PySequence_Fast(obj, "records must be a bytes-like object or a list of them");
-    if (seq == NULL)
-        return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (n == 0) {
-        Py_DECREF(seq);
-        PyErr_SetString(vp.InvalidArgument, "no records to append");
-        return -1;
-    }
-    r->views = PyMem_Calloc((size_t)n, sizeof *r->views);
-    r->records = PyMem_Calloc((size_t)n, sizeof *r->records);
-    if (r->views == NULL || r->records == NULL) {
-        Py_DECREF(seq);
-        recs_release(r);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, i), &r->views[i], PyBUF_SIMPLE) < 0) {
-            Py_DECREF(seq);
-            recs_release(r);
-            return -1;
-        }
-        r->n = i + 1;
-        r->records[i].data = r->views[i].buf;
-        r->records[i].len = (size_t)r->views[i].len;
-    }
-    Py_DECREF(seq);
-    return 0;
-}
-
 static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *records,
                            PyObject *timeout)
 {
@@ -421,19 +365,19 @@ static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *
         PyErr_SetString(PyExc_ValueError, "timeout must be None or above 0 for append");
         return NULL;
     }
-    recs_t r;
-    if (recs_get(records, &r) < 0)
+    vp_records_t r;
+    if (vp_records_get(records, &r) < 0)
         return NULL;
-    /* after recs_get, which may run Python code (a generator, a buffer exporter) during
+    /* after vp_records_get, which may run Python code (a generator, a buffer exporter) during
      * which another thread may close the client */
     varlog_client_t *cl = vp_client_get((vp_client_t *)self);
     if (cl == NULL) {
-        recs_release(&r);
+        vp_records_release(&r);
         return NULL;
     }
     varlog_entry_meta_t stack[16], *metas = stack;
     if (r.n > 16 && (metas = PyMem_Malloc((size_t)r.n * sizeof *metas)) == NULL) {
-        recs_release(&r);
+        vp_records_release(&r);
         return PyErr_NoMemory();
     }
     varlog_err_t err;
@@ -461,7 +405,7 @@ static PyObject *do_append(PyObject *self, int32_t topic, int32_t ls, PyObject *
     }
     if (metas != stack)
         PyMem_Free(metas);
-    recs_release(&r);
+    vp_records_release(&r);
     return res;
 }
 
@@ -559,6 +503,29 @@ static PyObject *client_stats(PyObject *self, PyObject *noargs)
     return res;
 }
 
+/* The Prometheus text, with the GIL released: it reads the client's metadata and may ask
+ * storage nodes for log streams' tails (bounded by metadata.call.timeout.ms). */
+static PyObject *client_metrics(PyObject *self, PyObject *noargs)
+{
+    (void)noargs;
+    varlog_client_t *cl = vp_client_get((vp_client_t *)self);
+    if (cl == NULL)
+        return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    varlog_err_t err;
+    CALL_BEGIN(self);
+    Py_BEGIN_ALLOW_THREADS
+    err = varlog_stats_prometheus(cl, &text, &len);
+    Py_END_ALLOW_THREADS
+    CALL_END(self);
+    if (err != VARLOG_OK)
+        return vp_raise(err, -1);
+    PyObject *res = PyUnicode_DecodeUTF8(text, (Py_ssize_t)len, "replace");
+    varlog_stats_prometheus_free(text);
+    return res;
+}
+
 static PyObject *client_get_closed(PyObject *self, void *closure)
 {
     (void)closure;
@@ -615,12 +582,17 @@ static PyMethodDef client_methods[] = {
      "(topic, log_stream) tuple): bound to log_stream when > 0, topic-wide when 0. Its "
      "properties are the client's appender.* properties."},
     {"subscribe", KW vp_client_subscribe, METH_VARARGS | METH_KEYWORDS,
-     "subscribe(topic, begin, end=None) -> Subscription\n\nAn iterator of the topic's entries "
-     "with GLSN in [begin, end) in GLSN order, each once, without gaps; end None tails for "
-     "ever."},
+     "subscribe(topic, begin, end=None, *, handler=None) -> Subscription\n\nThe topic's "
+     "entries with GLSN in [begin, end) in GLSN order, each once, without gaps; end None tails "
+     "for ever. Without a handler, an iterator of them (for, async for, next()). With one, "
+     "handler(entry) is called for each, one at a time, on the subscription's own thread "
+     "(varlog-sub), with the GIL taken there; what it raises ends the subscription (no "
+     "handler after it) and is raised by wait(); no handler runs after close() returns. "
+     "handler must be a plain function (TypeError for a coroutine function)."},
     {"subscribe_to", KW vp_client_subscribe_to, METH_VARARGS | METH_KEYWORDS,
-     "subscribe_to(topic, log_stream, begin, end=None) -> Subscription\n\nEntries of one log "
-     "stream with LLSN in [begin, end), in LLSN order (their glsn is 0)."},
+     "subscribe_to(topic, log_stream, begin, end=None, *, handler=None) -> Subscription\n\n"
+     "Entries of one log stream with LLSN in [begin, end), in LLSN order (their glsn is 0); "
+     "handler as for subscribe."},
     {"peek", KW client_peek, METH_VARARGS | METH_KEYWORDS,
      "peek(topic, log_stream, timeout=None) -> (EntryMeta, EntryMeta, bool)\n\nThe first and "
      "last entries of a log stream as its replicas report them (zeros when empty) and whether "
@@ -632,6 +604,12 @@ static PyMethodDef client_methods[] = {
     {"stats", client_stats, METH_NOARGS,
      "stats() -> dict\n\nThe client's statistics document (varlog_stats_json, "
      "docs/STATISTICS.md), parsed."},
+    {"metrics", client_metrics, METH_NOARGS,
+     "metrics() -> str\n\nThe client's metrics in the Prometheus text exposition format 0.0.4 "
+     "(varlog_stats_prometheus; every family in docs/STATISTICS.md), for an application to "
+     "serve on its own /metrics endpoint. Releases the GIL while the library builds it (it "
+     "reads the client's metadata and may ask storage nodes, within "
+     "metadata.call.timeout.ms). Raises Closed after close()."},
     {NULL, NULL, 0, NULL},
 };
 

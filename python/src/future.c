@@ -329,6 +329,20 @@ static int fut_init(PyObject *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
+/* await: varlog/_aio.py's future_await, which gives a resolved future's outcome at once and
+ * chains a pending one to the running loop (its done-callback, on the thread that resolves
+ * it, wakes the task through loop.call_soon_threadsafe), so that asyncio code awaits an
+ * append without asyncio.wrap_future. */
+static PyObject *fut_await(PyObject *self)
+{
+    PyObject *fn = vp_aio("future_await");
+    if (fn == NULL)
+        return NULL;
+    PyObject *it = PyObject_CallOneArg(fn, self);
+    Py_DECREF(fn);
+    return it;
+}
+
 #define FASTKW(f) (PyCFunction)(void (*)(void))(f), METH_FASTCALL | METH_KEYWORDS
 
 static PyMethodDef fut_methods[] = {
@@ -337,7 +351,8 @@ static PyMethodDef fut_methods[] = {
      "cluster's. Changes nothing."},
     {"done", fut_done, METH_NOARGS, "done() -> bool\n\nTrue once the future is resolved."},
     {"result", FASTKW(fut_result),
-     "result(timeout=None) -> EntryMeta\n\nThe record's EntryMeta, or raises its NotAppended / "
+     "result(timeout=None) -> EntryMeta | list[EntryMeta]\n\nThe record's EntryMeta (a list "
+     "of them for a sequence of records), or raises its NotAppended / "
      "MaybeAppended; waits up to timeout seconds (None: until resolved), then raises "
      "TimeoutError."},
     {"exception", FASTKW(fut_exception),
@@ -347,9 +362,11 @@ static PyMethodDef fut_methods[] = {
      "Runs the done-callbacks as concurrent.futures does; a KeyboardInterrupt (any "
      "BaseException that is not an Exception) one raises is raised after the others ran."},
     {"set_result", fut_set_result, METH_O,
-     "For the appender (and tests): resolves the future, once; InvalidStateError after."},
+     "set_result(result, /) -> None\n\nFor the appender (and tests): resolves the future, "
+     "once; InvalidStateError after."},
     {"set_exception", fut_set_exception, METH_O,
-     "For the appender (and tests): resolves the future with an exception, once."},
+     "set_exception(exception, /) -> None\n\nFor the appender (and tests): resolves the "
+     "future with an exception, once."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -378,8 +395,9 @@ static PyType_Slot fut_slots[] = {
                 "record's EntryMeta when it was stored, or with NotAppended / MaybeAppended (a "
                 "VarlogError). It cannot be cancelled: cancel() returns False and changes "
                 "nothing. Its threading.Condition is created only when something waits on it "
-                "or adds a callback."},
+                "or adds a callback. Awaitable in asyncio: `await app.append(...)`."},
     {Py_tp_init, fut_init},
+    {Py_am_await, fut_await},
     {Py_tp_methods, fut_methods},
     {Py_tp_getset, fut_getset},
     {Py_tp_members, fut_members},

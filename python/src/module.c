@@ -221,6 +221,92 @@ void vp_log_cb(void *opaque, varlog_log_level_t level, varlog_log_ctx_t ctx, con
     PyGILState_Release(st);
 }
 
+/* ---- asyncio ---- */
+
+PyObject *vp_aio(const char *name)
+{
+    static PyObject *mod; /* varlog._aio, imported on first use (it imports asyncio) */
+    if (mod == NULL && (mod = PyImport_ImportModule("varlog._aio")) == NULL)
+        return NULL;
+    return PyObject_GetAttrString(mod, name);
+}
+
+/* ---- records ---- */
+
+void vp_records_release(vp_records_t *r)
+{
+    for (Py_ssize_t i = 0; i < r->n; i++)
+        PyBuffer_Release(&r->views[i]);
+    if (r->views != &r->view1) {
+        PyMem_Free(r->views);
+        PyMem_Free(r->records);
+    }
+    r->n = 0;
+    r->views = NULL;
+    r->records = NULL;
+}
+
+int vp_records_get(PyObject *obj, vp_records_t *r)
+{
+    r->n = 0;
+    r->one = false;
+    r->views = NULL;
+    r->records = NULL;
+    if (PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &r->view1, PyBUF_SIMPLE) < 0)
+            return -1;
+        r->one = true;
+        r->views = &r->view1;
+        r->records = &r->rec1;
+        r->rec1.data = r->view1.buf;
+        r->rec1.len = (size_t)r->view1.len;
+        r->n = 1;
+        return 0;
+    }
+    if (PyUnicode_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "records must be a bytes-like object or a sequence of them, not 'str'");
+        return -1;
+    }
+    PyObject *seq =
+        PySequence_Fast(obj, "records must be a bytes-like object or a sequence of them");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n == 0) {
+        Py_DECREF(seq);
+        PyErr_SetString(vp.InvalidArgument, "no records to append");
+        return -1;
+    }
+    r->views = PyMem_Calloc((size_t)n, sizeof *r->views);
+    r->records = PyMem_Calloc((size_t)n, sizeof *r->records);
+    if (r->views == NULL || r->records == NULL) {
+        Py_DECREF(seq);
+        vp_records_release(r);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, i);
+        if (PyObject_GetBuffer(item, &r->views[i], PyBUF_SIMPLE) < 0) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError,
+                             "records[%zd]: a bytes-like object is required, not '%.100s'", i,
+                             Py_TYPE(item)->tp_name);
+            }
+            Py_DECREF(seq);
+            vp_records_release(r);
+            return -1;
+        }
+        r->n = i + 1;
+        r->records[i].data = r->views[i].buf;
+        r->records[i].len = (size_t)r->views[i].len;
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
 /* ---- fork ---- */
 
 static bool library_used, library_forked;
@@ -316,14 +402,17 @@ static PyObject *mod_err_name(PyObject *self, PyObject *arg)
 
 static PyMethodDef mod_methods[] = {
     {"_shutdown", mod_shutdown, METH_NOARGS,
-     "Closes every open client (their appenders and subscriptions first), then stops every C "
+     "_shutdown() -> None\n\nCloses every open client (their appenders and subscriptions first), "
+     "then stops every C "
      "thread from entering Python. Registered with atexit by the package."},
     {"_after_fork_child", mod_after_fork_child, METH_NOARGS,
-     "In the child of os.fork (registered by the package): every Client, Appender, "
+     "_after_fork_child() -> None\n\nIn the child of os.fork (registered by the package): every "
+     "Client, Appender, "
      "Subscription, Admin and Server of the parent is made to look closed, without calling "
      "into the library (whose threads the child does not have) and without freeing it."},
-    {"version", mod_version, METH_NOARGS, "libvarlog's version string."},
-    {"err_name", mod_err_name, METH_O, "The name of a varlog_err_t code, e.g. 'ERR_TIMED_OUT'."},
+    {"version", mod_version, METH_NOARGS, "version() -> str\n\nlibvarlog's version string."},
+    {"err_name", mod_err_name, METH_O,
+     "err_name(code, /) -> str\n\nThe name of a varlog_err_t code, e.g. 'ERR_TIMED_OUT'."},
     {NULL, NULL, 0, NULL},
 };
 

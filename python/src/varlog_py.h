@@ -54,6 +54,26 @@ PyObject *vp_meta_new(const varlog_entry_meta_t *m);
 /* Timeouts in seconds (None = the default given) to milliseconds; -2 with an error set. */
 int64_t vp_timeout_ms(PyObject *obj, int64_t dflt);
 
+/* The records of an append: one bytes-like object (one) or a sequence of them, borrowed
+ * through the buffer protocol (no copy) until vp_records_release. records[0..n) point into
+ * the views; a single record uses the struct's own storage (no allocation), so the struct
+ * must not be moved. Errors, with nothing held: TypeError (a str, or an element that is not
+ * bytes-like, named by its index), InvalidArgument (an empty sequence). */
+typedef struct vp_records {
+    Py_buffer *views;
+    varlog_record_t *records;
+    Py_ssize_t n;
+    bool one;
+    Py_buffer view1;
+    varlog_record_t rec1;
+} vp_records_t;
+int vp_records_get(PyObject *obj, vp_records_t *r);
+void vp_records_release(vp_records_t *r);
+
+/* A new reference to varlog._aio's attribute name (the asyncio helpers), importing the module
+ * on first use; NULL with an error set. GIL held. */
+PyObject *vp_aio(const char *name);
+
 /* Fills conf from properties (a dict of dotted names) and kwargs (underscores for dots).
  * Returns 0, or -1 with an exception set. */
 int vp_conf_apply(varlog_conf_t *conf, PyObject *properties, PyObject *kwargs);

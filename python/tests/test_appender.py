@@ -431,3 +431,60 @@ def test_keyboard_interrupt_in_a_callback_reaches_the_flush(client, unraisable):
         assert all(f.done() for f in futs)
         assert app.flush() == 0  # raised once
     assert unraisable == []
+
+
+def test_append_many_records_in_one_call(client):
+    with client.appender(1, log_stream=1) as app:
+        f1 = app.append([b"a", bytearray(b"b"), memoryview(b"xcx")[1:2]])
+        f2 = app.append((b"d",))  # a one-record sequence: still a list
+        f3 = app.append(b"e")  # one record: an EntryMeta, as before
+        assert app.append([b"f", b"g"], future=False) is None
+        m1, m2, m3 = f1.result(timeout=10), f2.result(timeout=10), f3.result(timeout=10)
+        assert app.flush() == 0
+    assert isinstance(m1, list) and all(isinstance(m, varlog.EntryMeta) for m in m1)
+    assert [(m.glsn, m.llsn) for m in m1] == [(1, 1), (2, 2), (3, 3)]  # together, in order
+    assert [m.glsn for m in m2] == [4] and isinstance(m3, varlog.EntryMeta) and m3.glsn == 5
+    got = [e.data for e in client.subscribe(1, 1, 8)]
+    assert got == [b"a", b"b", b"c", b"d", b"e", b"f", b"g"]
+
+
+def test_append_many_bad_input_queues_nothing(server):
+    """A refused call (empty, not bytes-like, too many records) raises before anything of it is
+    queued, and the calls queued before it are stored all the same."""
+    with varlog.Client(server.address, appender_batch_max_records=4) as c:
+        with c.appender(1, log_stream=1) as app:
+            before = app.append([b"1", b"2"])
+            with pytest.raises(varlog.InvalidArgument, match="no records"):
+                app.append([])
+            with pytest.raises(TypeError, match=r"records\[1\].*'str'"):
+                app.append([b"x", "y"])
+            with pytest.raises(TypeError, match="not 'str'"):
+                app.append("xy")
+            with pytest.raises(TypeError):
+                app.append([b"x", None], future=False)
+            with pytest.raises(varlog.InvalidArgument) as ei:
+                app.append([b"x"] * 5)  # appender.batch.max.records is 4
+            assert ei.value.outcome == "NOT_APPENDED", ei.value
+            with pytest.raises(varlog.InvalidArgument):
+                app.append([b"x", b""])  # an empty record
+            after = app.append([b"3", b"4", b"5", b"6"])
+            assert [m.glsn for m in before.result(timeout=10)] == [1, 2]
+            assert [m.glsn for m in after.result(timeout=10)] == [3, 4, 5, 6]
+            assert app.stats()["calls_appended"] == 2
+        got = [e.data for e in c.subscribe(1, 1, 7)]
+        assert got == [b"1", b"2", b"3", b"4", b"5", b"6"]
+        p = c.peek(1, 1)[1]
+        assert p.glsn == 6  # nothing of the refused calls was stored
+
+
+def test_append_many_waits_for_room_as_one_does(server):
+    with varlog.Client(server.address, appender_queue_max_records=3,
+                       appender_batch_max_records=3, appender_linger_ms=0) as c:
+        server.delay(APPEND, 500)  # the window, as test_queue_full_raised_or_waited's
+        with c.appender(1, log_stream=1) as app:
+            f1 = app.append([b"1", b"2"])
+            with pytest.raises(varlog.QueueFull):
+                app.append([b"3", b"4"], timeout=0)  # 2 + 2 records > 3: nothing queued
+            f2 = app.append([b"3", b"4"])  # waits, GIL released, for the first call
+            assert [m.glsn for m in f1.result(timeout=10)] == [1, 2]
+            assert [m.glsn for m in f2.result(timeout=10)] == [3, 4]

@@ -295,3 +295,30 @@ def test_keyboard_interrupt_in_a_callback_reaches_client_close(server, unraisabl
     assert isinstance(f.exception(), varlog.VarlogError)
     c.close()  # raised once
     assert unraisable == []
+
+
+def prom_samples(text, name):
+    """The samples of one metric family in a Prometheus text: [(labels, value)]."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            head, value = line.rsplit(" ", 1)
+            out.append((head[len(name):], float(value)))
+    return out
+
+
+def test_metrics_prometheus_text(client):
+    client.append_to(1, 1, [b"a", b"b", b"c"])
+    assert [e.data for e in client.subscribe(1, 1, 4)] == [b"a", b"b", b"c"]
+    text = client.metrics()
+    assert isinstance(text, str) and text.endswith("\n")
+    assert "# TYPE messaging_client_sent_messages_total counter" in text
+    sent = [(lab, v) for lab, v in prom_samples(text, "messaging_client_sent_messages_total")
+            if "error_type" not in lab]
+    assert sent and sum(v for _, v in sent) == 3, sent
+    assert all('messaging_operation_name="send"' in lab for lab, _ in sent), sent
+    consumed = prom_samples(text, "messaging_client_consumed_messages_total")
+    assert sum(v for _, v in consumed) == 3, consumed
+    client.close()
+    with pytest.raises(varlog.Closed):
+        client.metrics()

@@ -132,3 +132,44 @@ def test_client_close_closes_subscriptions(server):
     assert sub.closed
     with pytest.raises(varlog.Closed):
         next(sub)
+
+
+SUBSCRIBE_TO = "/varlog.snpb.LogIO/SubscribeTo"
+
+
+def test_health_follows_an_outage(server):
+    with varlog.Client(server.address, subscribe_retry_timeout_ms=20000) as c:
+        c.append_to(1, 1, [b"a", b"b", b"c"])
+        sub = c.subscribe_to(1, 1, 1)
+        h = sub.health()
+        assert isinstance(h, varlog.SubscriptionHealth)
+        assert h == (False, 0, 0, 0, 20000, 0, "")
+        assert (h.reconnecting, h.timeout_ms, h.last_failure) == (False, 20000, "")
+        assert sub.next(timeout=10).data == b"a"
+        # the stream breaks, and every reopening fails until the faults are cleared
+        server.fail_next(SUBSCRIBE_TO, 14, "down for the test", 1000000)
+        server.stop()
+        server.restart()
+        # the iterator notices failures while it waits: wait until it says so (keeping what
+        # it read meanwhile: b and c may have come before the stop)
+        got = []
+
+        def read():
+            e = sub.next(timeout=0.05)
+            if e is not None:
+                got.append(e.data)
+            return e
+
+        assert wait_for(lambda: read() is None and sub.health().reconnecting)
+        h = sub.health()
+        assert h.log_streams_down == 1 and h.log_stream_id == 1 and h.down_ms >= 0, h
+        assert h.outages == 1 and "log stream 1" in h.last_failure, h
+        server.clear_faults()
+        c.append_to(1, 1, [b"d"])
+        assert wait_for(lambda: read() or len(got) == 3)
+        assert got == [b"b", b"c", b"d"]
+        h = sub.health()
+        assert not h.reconnecting and h.log_streams_down == 0 and h.outages == 1, h
+        sub.close()
+        with pytest.raises(varlog.Closed):
+            sub.health()

@@ -10,12 +10,12 @@ from .errors import (Closed, ClosedNotAppended, InvalidArgument, MaybeAppended, 
                      Trimmed, UnknownLogStream, UnknownTopic, VarlogError)
 from ._future import AppendFuture
 from ._varlog import (GLSN_MAX, Admin, Appender, Client, Entry, EntryMeta, Server,
-                      Subscription, err_name, version)
+                      Subscription, SubscriptionHealth, err_name, version)
 from . import _varlog
 
 __all__ = [
     "Admin", "AppendFuture", "Appender", "Client", "Closed", "ClosedNotAppended", "Entry", "EntryMeta", "GLSN_MAX",
-    "InvalidArgument", "MaybeAppended", "NotAppended", "QueueFull", "Server", "Subscription",
+    "InvalidArgument", "MaybeAppended", "NotAppended", "QueueFull", "Server", "Subscription", "SubscriptionHealth",
     "TimedOut", "Trimmed", "UnknownLogStream", "UnknownTopic", "VarlogError", "err_name",
     "version",
 ]
