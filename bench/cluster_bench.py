@@ -12,6 +12,7 @@ Measured per client process (never the cluster's, which runs in other processes)
   max RSS      ru_maxrss of that process alone (os.wait4 reaps it with its own rusage)."""
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -26,6 +27,8 @@ import medians  # noqa: E402  (bench/medians.py: the Go benchmark line parser)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 SAMPLE_EVERY = 0.2
+RANGE_RE = re.compile(r'msg="subscribe range".*?first="\{LLSN:(\d+) GLSN:\d+\}" '
+                      r'last="\{LLSN:(\d+) GLSN:\d+\}"')
 
 
 def log(msg):
@@ -240,6 +243,8 @@ def run_go(args, cluster, extra, key, out, size=None, who="side-by-side", allow_
         res["csw"] = csw / requests if requests else float("nan")
     else:
         res["csw"] = csw * 1000 / units
+        # What each target held: its "subscribe range" lines (first and last LLSN).
+        res["ranges"] = [(int(a), int(b)) for a, b in RANGE_RE.findall("".join(r.lines))]
         # Everything it read, for the C reader's range: its total rate over the run, which
         # began one report interval before the first report.
         last_t, last_reps = samples[-1][0], samples[-1][1]

@@ -74,11 +74,11 @@ SNS, RF = 4, 2
 # Defaults of the full run and of --quick; an option given on the command line wins.
 FULL = {"rounds": 3, "write_ks": "8,32", "read_ks": "8,32,256", "handles_k": 64,
         "sizes": "128,4096", "producers": "1,4,16", "benchtime": "3s", "go_seconds": 10,
-        "report_interval": "1s", "read_entries": 2000000, "read_seconds": 8,
+        "report_interval": "1s", "read_entries": 2000000, "read_seconds": 8, "each_ks": "8,32",
         "handles_seconds": 10, "handles_warmup": 2}
 QUICK = {"rounds": 1, "write_ks": "8", "read_ks": "8", "handles_k": 8,
          "sizes": "128,4096", "producers": "1,16", "benchtime": "1s", "go_seconds": 4,
-         "report_interval": "500ms", "read_entries": 400000, "read_seconds": 3,
+         "report_interval": "500ms", "read_entries": 400000, "read_seconds": 3, "each_ks": "8",
          "handles_seconds": 3, "handles_warmup": 1}
 
 
@@ -174,8 +174,10 @@ def read_rounds(args, cluster, k, out, results):
     for rnd in range(args.rounds):
         for form in ("topic", "each"):
             log(f"{WHO}: k={k} round {rnd + 1}/{args.rounds}: read {form}")
-            extra = ["--appenders", "0", "--subscribers", "1",
-                     "--duration", f"{args.read_seconds}s"]
+            if form == "each" and k not in ints(args.each_ks):
+                continue
+            extra = ["--appenders", "0", "--subscribers", "1", "--subscribe-size",
+                     str(args.go_subscribe_size), "--duration", f"{args.read_seconds}s"]
             if form == "topic":
                 targets = ["--target", f"{cluster.topic}:0"]
                 cap = args.read_entries
@@ -183,11 +185,14 @@ def read_rounds(args, cluster, k, out, results):
                 targets = []
                 for ls in cluster.log_streams[:subs]:
                     targets += ["--target", f"{cluster.topic}:{ls}"]
-                # What the first log streams hold of the fill, with room for an uneven one.
-                cap = int(args.read_entries * subs / k * 0.8)
+                # What the first log streams hold of the fill (a topic-wide appender fills
+                # them unevenly), unless Go says what each holds.
+                cap = int(args.read_entries * subs / k * 0.5)
             # Go first: the C reader reads as many entries as it did (the same range).
             g = run_go(args, cluster, targets + extra, "subscribe", out, who=WHO,
                        allow_eof=form == "each")
+            if form == "each" and g and len(g["ranges"]) == subs:
+                cap = subs * min(last - first + 1 for first, last in g["ranges"])
             n = min(int(g["total"]), cap) if g else cap
             if form == "topic":
                 c = c_read(args, cluster, "Subscribe/iter/", n, out)
@@ -353,6 +358,13 @@ def parse_args():
     ap.add_argument("--read-seconds", type=int,
                     help=f"Go reader's --duration ({FULL['read_seconds']})")
     ap.add_argument("--subs", type=int, default=8, help="subscriptions of one log stream each")
+    ap.add_argument("--each-ks", help="k of --read-ks with the --subs row too "
+                    f"({FULL['each_ks']})")
+    ap.add_argument("--go-subscribe-size", type=int, default=1000,
+                    help="Go's --subscribe-size: GLSNs per topic-wide Subscribe call (default "
+                    "1000, the benchmark's own: it opens k streams again every 1000 entries; "
+                    "Go's Subscribe allocates a channel of that many results, so 1000000 "
+                    "cost it 391 MB RSS at k=8 and 803 entries/s at k=256)")
     ap.add_argument("--handles", type=int, default=64)
     ap.add_argument("--handle-rate", type=int, default=100, help="records/s per handle")
     ap.add_argument("--handles-seconds", type=int)
@@ -452,7 +464,8 @@ def main():
                      f"(whole check {e['seconds']:.0f} s; " + "; ".join(e["lines"]) + ")")
     quick = " (--quick: a smoke run, not a measurement)" if args.quick else ""
     note = (f"Medians of {args.rounds} round(s){quick}"
-            f"; batch {args.batch}, depth {args.depth}"
+            f"; batch {args.batch}, depth {args.depth}; Go's --subscribe-size "
+            f"{args.go_subscribe_size}"
             + (f"; clusters: {SNS} storage nodes, RF {RF}" if starts else "")
             + "".join(f"; k={k} started in {s:.0f} s" for k, s in starts)
             + f".\nLoad average {load0[0]:.2f} at the start, {load1[0]:.2f} at the end "
