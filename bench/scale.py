@@ -470,7 +470,7 @@ def main():
             + "".join(f"; k={k} started in {s:.0f} s" for k, s in starts)
             + f".\nLoad average {load0[0]:.2f} at the start, {load1[0]:.2f} at the end "
             f"({os.cpu_count()} CPUs, {args.hogs} busy loops beside the run).")
-    text = per_round(writes, reads, handles) + "\n\n" + "\n\n".join(parts) + "\n\n" + note
+    text = "\n\n".join(x for x in [per_round(writes, reads, handles)] + parts + [note] if x)
     raw.write("\n" + text + "\n")
     raw.close()
     print(text)
