@@ -86,7 +86,7 @@ from cluster_bench import ROOT, fmt, log, med, ratio, run_c, run_go  # noqa: E40
 CONFIGS = [(1, 1), (100, 1), (100, 8), (1000, 8)]
 # The trickle's requests: its default linger (5 ms) and depth (2) at 2,000 records/s.
 TRICKLE_BATCH = 10
-def Cluster(args):
+def open_cluster(args):
     """The cluster of 1 MR, 1 SN, 1 log stream (or --cluster-env's)."""
     return cluster_bench.Cluster(args, "side-by-side", cluster_env=args.cluster_env)
 
@@ -332,7 +332,7 @@ def main():
     hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(args.hogs)]
     cluster = None
     try:
-        cluster = Cluster(args)
+        cluster = open_cluster(args)
         load0 = os.getloadavg()
         log(f"side-by-side: cluster at {','.join(cluster.mrs)}, topic {cluster.topic}, log "
             f"stream {cluster.log_stream}; output in {outdir}; load {load0[0]:.2f}")
