@@ -1,8 +1,8 @@
 /* bench_append: the append paths, printed as Go benchmark lines.
  *
  *   bench_append [-mr HOST:PORT[,HOST:PORT...]] [-topic ID] [-logstream ID] [-inproc]
- *                [-server PATH] [-size BYTES] [-benchtime=D|Nx] [-count=N] [-bench=REGEX]
- *                [FILTER]
+ *                [-server PATH] [-size BYTES] [-producers N] [-appenders per-ls]
+ *                [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]
  *
  * (-benchtime, -count, -bench and FILTER: see harness.h. FILTER keeps the benchmarks whose
  * full name contains it, so "BenchmarkAppender/size=100/batch=1000/depth=2/producers=1" runs
@@ -33,7 +33,17 @@
  *
  * -size BYTES: the Appender rows' record size (1 to 4096) instead of the grid's 100 and 1024,
  * so that a run writes the same bytes as another client's benchmark (bench/side-by-side.py
- * uses 128, Varlog's Go benchmark's --msg-size).
+ * uses 128, Varlog's Go benchmark's --msg-size). -producers N (1 to 16): the rows' producer
+ * threads instead of the grid's 1 and 4.
+ *
+ * -appenders per-ls (with -mr): the rows become AppenderPerLS/...: one client with one
+ * appender bound to each log stream of -topic (what an application writing to chosen log
+ * streams holds, and the shape of Varlog's Go benchmark with one --target per log stream),
+ * instead of the one appender of -logstream. Each producer appends runs of `batch` records
+ * to one appender, then moves to the next (producer k starts at appender k x L / P, for L
+ * log streams and P producers), so every appender fills whole batches as Go's benchmark
+ * hands them over. records/batch and ctxsw/request count the AppendRequests of all the
+ * appenders. bench/scale.py compares both shapes with Go's benchmark.
  *
  * Each benchmark (and each -count repetition) gets a fresh server (embedded: 1 topic, 2 log
  * streams; child: 1 topic, 1 log stream, --max-bytes 8 GiB) and a fresh client (and
@@ -129,6 +139,8 @@ static const char *cluster_address;
 static int32_t topic_id = 1;
 static int32_t appender_log_stream = 1;
 static bool appender_inproc;
+/* -appenders per-ls: one bound appender per log stream of the topic (AppenderPerLS rows). */
+static bool appenders_per_ls;
 static const char *server_program = VARLOG_SERVER_PROGRAM;
 
 #define SERVER_MAX_BYTES (8ULL << 30)
@@ -313,13 +325,17 @@ typedef struct pcase {
     int producers; /* threads sharing b.N */
 } pcase_t;
 
+#define MAX_APPENDERS 1024
+
 typedef struct penv {
     varlog_server_t *srv; /* -inproc */
     pid_t child;          /* the varlog-server child, or -1 */
     varlog_client_t *client;
-    varlog_appender_t *app;
+    varlog_appender_t **apps; /* one, or (-appenders per-ls) one per log stream */
+    size_t n_apps;
     /* Written by the appender's thread only (its callbacks run one at a time), read by the
-     * benchmark thread after a flush: relaxed loads and stores, no read-modify-write. */
+     * benchmark thread after a flush: relaxed loads and stores, no read-modify-write; with
+     * several appenders (their threads call back concurrently) relaxed fetch-adds. */
     atomic_uint_fast64_t records_done, calls_failed;
     long primed;            /* the largest round run unmeasured first (pipe_round) */
     varlog_err_t first_err; /* of the first failed callback, with its text */
@@ -332,6 +348,16 @@ static uint8_t appender_payload[MAX_SIZE];
 static void on_appended(const varlog_append_result_t *r, void *opaque)
 {
     penv_t *e = opaque;
+    if (e->n_apps > 1) {
+        if (r->err == VARLOG_OK) {
+            atomic_fetch_add_explicit(&e->records_done, r->n, memory_order_relaxed);
+        } else if (atomic_fetch_add_explicit(&e->calls_failed, 1, memory_order_relaxed) == 0) {
+            e->first_err = r->err; /* read after every appender was flushed */
+            e->first_outcome = r->outcome;
+            snprintf(e->first_text, sizeof(e->first_text), "%s", r->errtext ? r->errtext : "");
+        }
+        return;
+    }
     if (r->err != VARLOG_OK) {
         uint_fast64_t f = atomic_load_explicit(&e->calls_failed, memory_order_relaxed);
         if (f == 0) {
@@ -348,11 +374,16 @@ static void on_appended(const varlog_append_result_t *r, void *opaque)
 
 static void penv_close(penv_t *e)
 {
-    if (e->app) {
-        varlog_err_t rc = varlog_appender_close(&e->app, CLOSE_TIMEOUT_MS);
+    for (size_t i = 0; i < e->n_apps; i++) {
+        if (!e->apps[i])
+            continue;
+        varlog_err_t rc = varlog_appender_close(&e->apps[i], CLOSE_TIMEOUT_MS);
         if (rc != VARLOG_OK)
             fprintf(stderr, "varlog_appender_close: %s\n", varlog_err_name(rc));
     }
+    free(e->apps);
+    e->apps = NULL;
+    e->n_apps = 0;
     varlog_client_destroy(e->client);
     e->client = NULL;
     varlog_server_destroy(e->srv);
@@ -396,11 +427,30 @@ static void *penv_setup(const void *arg)
                            depth_s, NULL};
     if (bench_client_open(address, extra, &e->client) != 0)
         goto fail;
-    varlog_err_t rc = varlog_appender_new(e->client, topic_id, appender_log_stream, &e->app);
-    if (rc != VARLOG_OK) {
-        fprintf(stderr, "varlog_appender_new(topic %d, log stream %d): %s: %s\n", topic_id,
-                appender_log_stream, varlog_err_name(rc), varlog_last_error());
+    static int32_t ids[MAX_APPENDERS];
+    size_t n = 1;
+    ids[0] = appender_log_stream;
+    if (appenders_per_ls) {
+        varlog_err_t rc = varlog_client_log_streams(e->client, topic_id, ids, MAX_APPENDERS, &n);
+        if (rc != VARLOG_OK || n == 0 || n > MAX_APPENDERS) {
+            fprintf(stderr, "topic %d: %s\n", topic_id,
+                    rc != VARLOG_OK ? varlog_last_error()
+                    : n == 0        ? "it has no log stream"
+                                    : "more log streams than -appenders per-ls takes (1024)");
+            goto fail;
+        }
+    }
+    e->apps = calloc(n, sizeof(*e->apps));
+    if (!e->apps)
         goto fail;
+    e->n_apps = n;
+    for (size_t i = 0; i < n; i++) {
+        varlog_err_t rc = varlog_appender_new(e->client, topic_id, ids[i], &e->apps[i]);
+        if (rc != VARLOG_OK) {
+            fprintf(stderr, "varlog_appender_new(topic %d, log stream %d): %s: %s\n", topic_id,
+                    ids[i], varlog_err_name(rc), varlog_last_error());
+            goto fail;
+        }
     }
     return e;
 fail:
@@ -419,6 +469,7 @@ typedef struct producer {
     penv_t *e;
     const pcase_t *c;
     long n;
+    size_t first_app; /* the appender of its first run of records */
     varlog_err_t rc;
     char text[384];
 } producer_t;
@@ -427,8 +478,14 @@ static void *producer_main(void *arg)
 {
     producer_t *p = arg;
     const varlog_record_t rec = {.data = appender_payload, .len = p->c->size};
+    size_t a = p->first_app % p->e->n_apps;
+    long run = 0;
     for (long i = 0; i < p->n; i++) {
-        varlog_err_t rc = varlog_appender_append(p->e->app, &rec, 1, -1, on_appended, p->e);
+        if (p->e->n_apps > 1 && run++ == p->c->batch) {
+            a = (a + 1) % p->e->n_apps;
+            run = 1;
+        }
+        varlog_err_t rc = varlog_appender_append(p->e->apps[a], &rec, 1, -1, on_appended, p->e);
         if (rc != VARLOG_OK) {
             p->rc = rc;
             snprintf(p->text, sizeof(p->text), "%s", varlog_last_error());
@@ -436,6 +493,30 @@ static void *producer_main(void *arg)
         }
     }
     return NULL;
+}
+
+/* Flushes every appender; the first failure, with *pending of that appender. */
+static varlog_err_t flush_all(penv_t *e, size_t *pending)
+{
+    for (size_t i = 0; i < e->n_apps; i++) {
+        varlog_err_t rc = varlog_appender_flush(e->apps[i], FLUSH_TIMEOUT_MS, pending);
+        if (rc != VARLOG_OK)
+            return rc;
+    }
+    return VARLOG_OK;
+}
+
+/* The appenders' counters summed (those bench_append reports). */
+static bool stats_all(penv_t *e, varlog_appender_stats_t *sum)
+{
+    memset(sum, 0, sizeof(*sum));
+    for (size_t i = 0; i < e->n_apps; i++) {
+        varlog_appender_stats_t s;
+        if (varlog_appender_stats(e->apps[i], &s) != VARLOG_OK)
+            return false;
+        sum->batches_sent += s.batches_sent;
+    }
+    return true;
 }
 
 /* The measured state is the steady one. An appender keeps the batch slots a burst made it
@@ -456,7 +537,7 @@ static bool pipe_prime(bench_b_t *b, const pcase_t *c, penv_t *e)
         append_fail(b, "varlog_appender_append (priming)", p.rc, p.text);
         return false;
     }
-    varlog_err_t rc = varlog_appender_flush(e->app, FLUSH_TIMEOUT_MS, NULL);
+    varlog_err_t rc = flush_all(e, NULL);
     if (rc != VARLOG_OK) {
         append_fail(b, "varlog_appender_flush (priming)", rc, varlog_last_error());
         return false;
@@ -472,7 +553,7 @@ static void pipe_round(bench_b_t *b)
     if (!pipe_prime(b, c, e))
         return;
     varlog_appender_stats_t s0, s1;
-    if (varlog_appender_stats(e->app, &s0) != VARLOG_OK)
+    if (!stats_all(e, &s0))
         return append_fail(b, "varlog_appender_stats", VARLOG_ERR_INTERNAL, NULL);
     uint64_t done0 = atomic_load(&e->records_done);
     int64_t srv0 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
@@ -486,7 +567,11 @@ static void pipe_round(bench_b_t *b)
     int started = 0;
     for (int k = 0; k < c->producers; k++) {
         long share = b->n / c->producers + (k < b->n % c->producers ? 1 : 0);
-        p[k] = (producer_t){.e = e, .c = c, .n = share, .rc = VARLOG_OK};
+        p[k] = (producer_t){.e = e,
+                            .c = c,
+                            .n = share,
+                            .first_app = (size_t)k * e->n_apps / (size_t)c->producers,
+                            .rc = VARLOG_OK};
     }
     if (c->producers == 1) {
         producer_main(&p[0]);
@@ -500,13 +585,13 @@ static void pipe_round(bench_b_t *b)
             pthread_join(th[k], NULL);
     }
     size_t pending = 0;
-    varlog_err_t frc = varlog_appender_flush(e->app, FLUSH_TIMEOUT_MS, &pending);
+    varlog_err_t frc = flush_all(e, &pending);
 
     uint64_t all1 = alloc_count_all_allocs();
     b_stop_timer(b);
     bench_rusage(&cpu1, &csw1);
     int64_t srv1 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
-    varlog_appender_stats(e->app, &s1);
+    stats_all(e, &s1);
 
     if (started < c->producers)
         return append_fail(b, "pthread_create", VARLOG_ERR_INTERNAL, NULL);
@@ -548,7 +633,8 @@ static size_t pipe_sizes[] = {100, 1024};
 static size_t n_pipe_sizes = sizeof(pipe_sizes) / sizeof(pipe_sizes[0]);
 static const int pipe_batches[] = {1, 100, 1000};
 static const int pipe_depths[] = {1, 2, 8};
-static const int pipe_producers[] = {1, 4};
+static int pipe_producers[] = {1, 4};
+static size_t n_pipe_producers = sizeof(pipe_producers) / sizeof(pipe_producers[0]);
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define N_PIPE_CASES                                                                               \
     (N_OF(pipe_sizes) * N_OF(pipe_batches) * N_OF(pipe_depths) * N_OF(pipe_producers))
@@ -559,14 +645,14 @@ static size_t make_pipe_cases(pcase_t *out)
     for (size_t si = 0; si < n_pipe_sizes; si++)
         for (size_t bi = 0; bi < N_OF(pipe_batches); bi++)
             for (size_t di = 0; di < N_OF(pipe_depths); di++)
-                for (size_t pi = 0; pi < N_OF(pipe_producers); pi++) {
+                for (size_t pi = 0; pi < n_pipe_producers; pi++) {
                     pcase_t *c = &out[n++];
                     *c = (pcase_t){.size = pipe_sizes[si],
                                    .batch = pipe_batches[bi],
                                    .depth = pipe_depths[di],
                                    .producers = pipe_producers[pi]};
-                    snprintf(c->name, sizeof(c->name),
-                             "Appender/size=%zu/batch=%d/depth=%d/producers=%d", c->size, c->batch,
+                    snprintf(c->name, sizeof(c->name), "%s/size=%zu/batch=%d/depth=%d/producers=%d",
+                             appenders_per_ls ? "AppenderPerLS" : "Appender", c->size, c->batch,
                              c->depth, c->producers);
                 }
     return n;
@@ -588,10 +674,31 @@ static bool take_own_flags(int *argc, char **argv)
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         bool ok = true;
-        if (!bench_target_flag(*argc, argv, &i, &target, &ok))
+        const char *v = NULL;
+        if (bench_flag(*argc, argv, &i, "producers", true, &v)) {
+            int32_t p = 0;
+            if (!v || !bench_parse_int(argv[0], "producers", v, 1, &p) || p > MAX_PRODUCERS) {
+                fprintf(stderr, "%s: -producers wants 1 to %d\n", argv[0], MAX_PRODUCERS);
+                return false;
+            }
+            pipe_producers[0] = p;
+            n_pipe_producers = 1;
+        } else if (bench_flag(*argc, argv, &i, "appenders", true, &v)) {
+            if (!v || (strcmp(v, "per-ls") != 0 && strcmp(v, "one") != 0)) {
+                fprintf(stderr, "%s: -appenders wants per-ls or one\n", argv[0]);
+                return false;
+            }
+            appenders_per_ls = strcmp(v, "per-ls") == 0;
+        } else if (!bench_target_flag(*argc, argv, &i, &target, &ok)) {
             argv[out++] = argv[i];
-        else if (!ok)
+        } else if (!ok) {
             return false;
+        }
+    }
+    if (appenders_per_ls && !cluster_address) {
+        fprintf(stderr, "%s: -appenders per-ls needs -mr (a cluster's topic of many log streams)\n",
+                argv[0]);
+        return false;
     }
     if (size > 0) {
         pipe_sizes[0] = (size_t)size;

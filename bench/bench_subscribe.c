@@ -1,7 +1,7 @@
 /* bench_subscribe: reading the log (varlog/subscribe.h), printed as Go benchmark lines.
  *
  *   bench_subscribe [-mr HOST:PORT[,HOST:PORT...]] [-topic ID] [-logstream ID] [-inproc]
- *                   [-server PATH] [-fillbatch N] [-nofill] [-conf NAME=VALUE]...
+ *                   [-server PATH] [-fillbatch N] [-nofill] [-subs S] [-conf NAME=VALUE]...
  *                   [-benchtime=D|Nx] [-count=N] [-bench=REGEX] [FILTER]
  *
  * (-benchtime, -count, -bench and FILTER: see harness.h.)
@@ -13,7 +13,15 @@
  *   Subscribe/iter/ls=K        varlog_subscribe_iter on a topic of K = 1, 2, 4 log streams
  *                              (GLSN order: the merge over K streams);
  *   Subscribe/handler/ls=2     varlog_subscribe with an on_entry handler on the
- *                              subscription's thread, the benchmark thread waiting for on_end.
+ *                              subscription's thread, the benchmark thread waiting for on_end;
+ *   SubscribeToEach/handler/ls=S  (-mr only) S = -subs (default 8, at most the topic's log
+ *                              streams) varlog_subscribe_to handler subscriptions in one
+ *                              client, one per log stream of the topic's first S, each on its
+ *                              own thread; a round of b.N entries gives the first b.N % S of
+ *                              them one entry more than b.N / S, each reading from its log
+ *                              stream's first LLSN (varlog_peek). No fill: a log stream
+ *                              holding fewer entries than its share fails the row (store
+ *                              them first, as bench/scale.py does).
  *
  * A round of b.N opens a subscription of [first, first + b.N), takes b.N entries (checking
  * that each has the next GLSN, or LLSN for SubscribeTo, and 100 bytes), waits for the end
@@ -86,6 +94,7 @@ bool inproc;
 const char *server_program = VARLOG_SERVER_PROGRAM;
 int fill_batch = 1000;
 bool no_fill;
+int each_subs = 8;
 const char *extra_conf[2 * MAX_CONF + 1];
 size_t n_extra_conf;
 static char extra_conf_buf[MAX_CONF][256];
@@ -166,6 +175,9 @@ static bool take_own_flags(int *argc, char **argv)
         if (bench_flag(*argc, argv, &i, "fillbatch", true, &v)) {
             ok = v && bench_parse_int(argv[0], "fillbatch", v, 1, &t);
             fill_batch = t;
+        } else if (bench_flag(*argc, argv, &i, "subs", true, &v)) {
+            ok = v && bench_parse_int(argv[0], "subs", v, 1, &t) && t <= MAX_EACH;
+            each_subs = t;
         } else if (bench_flag(*argc, argv, &i, "conf", true, &v)) {
             ok = v && add_conf(argv[0], v);
         } else if (bench_flag(*argc, argv, &i, "chanarg", true, &v)) {
@@ -191,7 +203,7 @@ static int32_t mr_log_streams(void)
     varlog_client_t *client = NULL;
     if (bench_client_open(cluster_address, extra_conf, &client) != 0)
         return -1;
-    int32_t ids[MAX_LOG_STREAMS];
+    static int32_t ids[MAX_LOG_STREAMS];
     size_t n = 0;
     varlog_err_t rc = varlog_client_log_streams(client, topic_id, ids, MAX_LOG_STREAMS, &n);
     if (rc != VARLOG_OK || n == 0)
@@ -221,6 +233,8 @@ int main(int argc, char **argv)
         /* One Subscribe call reads a topic-wide range only when one log stream holds it. */
         if (k == 1)
             cases[n++] = (scase_t){.form = F_GRPC_FLOOR, .log_streams = 1};
+        cases[n++] =
+            (scase_t){.form = F_SUBSCRIBE_TO_EACH, .log_streams = k < each_subs ? k : each_subs};
         fprintf(stderr, "bench_subscribe: cluster at %s, topic %d (%d log streams)\n",
                 cluster_address, topic_id, k);
     } else {
@@ -235,7 +249,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         scase_t *c = &cases[i];
         static const char *const forms[] = {"SubscribeTo/iter", "Subscribe/iter",
-                                            "Subscribe/handler", "GrpcFloor"};
+                                            "Subscribe/handler", "GrpcFloor",
+                                            "SubscribeToEach/handler"};
         snprintf(c->name, sizeof(c->name), "%s/ls=%d/size=%d", forms[c->form], c->log_streams,
                  ENTRY_SIZE);
         benches[i] = (bench_t){.name = c->name,

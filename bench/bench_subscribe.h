@@ -31,10 +31,17 @@
 #define FLUSH_TIMEOUT_MS 120000
 #define CLOSE_TIMEOUT_MS 30000
 #define PEEK_TIMEOUT_MS 10000
-#define MAX_LOG_STREAMS 64
+#define MAX_LOG_STREAMS 1024 /* of a -mr topic; more fail the setup */
+#define MAX_EACH 64          /* SubscribeToEach's subscriptions */
 #define MAX_CONF 16
 
-typedef enum { F_SUBSCRIBE_TO_ITER, F_SUBSCRIBE_ITER, F_SUBSCRIBE_HANDLER, F_GRPC_FLOOR } form_t;
+typedef enum {
+    F_SUBSCRIBE_TO_ITER,
+    F_SUBSCRIBE_ITER,
+    F_SUBSCRIBE_HANDLER,
+    F_GRPC_FLOOR,
+    F_SUBSCRIBE_TO_EACH
+} form_t;
 
 typedef struct scase {
     char name[64];
@@ -51,6 +58,7 @@ extern bool inproc;
 extern const char *server_program;
 extern int fill_batch;
 extern bool no_fill;
+extern int each_subs; /* -subs: SubscribeToEach's subscriptions (at most the log streams) */
 extern const char *extra_conf[2 * MAX_CONF + 1];
 extern size_t n_extra_conf;
 /* -chanarg NAME=INT: integer channel arguments added to GrpcFloor's channel. */
@@ -59,6 +67,20 @@ extern size_t n_chan_args;
 
 /* The record every fill appends: ENTRY_SIZE varied bytes, set by main. */
 extern uint8_t payload[ENTRY_SIZE];
+
+struct env;
+
+/* One subscription of SubscribeToEach: its log stream's entries, on its own thread. */
+typedef struct each_sub {
+    struct env *e;
+    int32_t log_stream;
+    uint64_t first, have; /* LLSNs held from first on (varlog_peek) */
+    uint64_t next, want;  /* the LLSN wanted next; entries this round reads */
+    uint64_t count, bad, bytes;
+    bool done; /* on_end or on_error ran (under e->mu) */
+    varlog_err_t err;
+    char text[256];
+} each_sub_t;
 
 typedef struct env {
     const scase_t *c;
@@ -88,6 +110,10 @@ typedef struct env {
     bool h_done;        /* on_end or on_error ran */
     varlog_err_t h_err; /* VARLOG_OK after on_end */
     char h_text[256];
+
+    /* SubscribeToEach: one subscription per log stream of the first n_each. */
+    each_sub_t each[MAX_EACH];
+    size_t n_each, each_done;
 } env_t;
 
 /* b_failf with what failed, the error's name and text, and text when there is one. */

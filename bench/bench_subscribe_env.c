@@ -228,7 +228,29 @@ void *env_setup(const void *arg)
             goto fail;
         floor_open(e, cluster_address ? node : address);
     }
-    if (cluster_address) {
+    if (n > MAX_LOG_STREAMS) {
+        fprintf(stderr, "topic %d has %zu log streams; bench_subscribe takes at most %d\n",
+                topic_id, n, MAX_LOG_STREAMS);
+        goto fail;
+    }
+    if (c->form == F_SUBSCRIBE_TO_EACH) {
+        e->n_each = (size_t)each_subs < n ? (size_t)each_subs : n;
+        for (size_t i = 0; i < e->n_each; i++) {
+            each_sub_t *s = &e->each[i];
+            varlog_entry_meta_t first, last;
+            s->e = e;
+            s->log_stream = ids[i];
+            varlog_err_t prc =
+                varlog_peek(e->client, topic_id, ids[i], PEEK_TIMEOUT_MS, &first, &last, NULL);
+            if (prc != VARLOG_OK) {
+                fprintf(stderr, "varlog_peek(topic %d, log stream %d): %s: %s\n", topic_id, ids[i],
+                        varlog_err_name(prc), varlog_last_error());
+                goto fail;
+            }
+            s->first = first.llsn ? first.llsn : 1;
+            s->have = last.llsn >= s->first ? last.llsn - s->first + 1 : 0;
+        }
+    } else if (cluster_address) {
         if (mr_find_log(e, ids, n) != 0)
             goto fail;
     } else {

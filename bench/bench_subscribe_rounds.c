@@ -148,11 +148,134 @@ static int64_t read_handler(bench_b_t *b, env_t *e, varlog_subscription_t **sub)
     return (int64_t)e->h_bytes;
 }
 
+/* ---- SubscribeToEach ------------------------------------------------------------------ */
+
+static void each_on_entry(const varlog_entry_t *entry, void *opaque)
+{
+    each_sub_t *s = opaque;
+    /* Only this subscription's thread writes its counters until its on_end. */
+    if (entry->meta.llsn != s->next || entry->meta.log_stream_id != s->log_stream)
+        s->bad++;
+    s->next = entry->meta.llsn + 1;
+    s->count++;
+    s->bytes += entry->len;
+}
+
+static void each_finish(each_sub_t *s, varlog_err_t err, const char *why)
+{
+    env_t *e = s->e;
+    pthread_mutex_lock(&e->mu);
+    s->done = true;
+    s->err = err;
+    snprintf(s->text, sizeof(s->text), "%s", why ? why : "");
+    e->each_done++;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void each_on_end(void *opaque)
+{
+    each_finish(opaque, VARLOG_OK, NULL);
+}
+
+static void each_on_error(varlog_err_t err, const char *why, void *opaque)
+{
+    each_finish(opaque, err, why);
+}
+
+/* One round of SubscribeToEach: b->n entries over e->n_each subscriptions opened at once. */
+static int64_t read_each(bench_b_t *b, env_t *e, varlog_subscription_stats_t *st)
+{
+    varlog_subscription_t *subs[MAX_EACH] = {0};
+    size_t n = e->n_each, opened = 0;
+    int64_t bytes = -1;
+    e->each_done = 0;
+    for (size_t i = 0; i < n; i++) {
+        each_sub_t *s = &e->each[i];
+        s->want = (uint64_t)b->n / n + (i < (uint64_t)b->n % n ? 1 : 0);
+        s->next = s->first;
+        s->count = s->bad = s->bytes = 0;
+        s->done = false;
+        s->err = VARLOG_OK;
+        s->text[0] = '\0';
+        if (s->want > s->have) {
+            char t[192];
+            snprintf(t, sizeof(t),
+                     "log stream %d holds %llu entries from LLSN %llu, its share is %llu",
+                     s->log_stream, (unsigned long long)s->have, (unsigned long long)s->first,
+                     (unsigned long long)s->want);
+            bfail(b, "SubscribeToEach", VARLOG_ERR_INVALID_ARG, t);
+            return -1;
+        }
+    }
+    for (; opened < n; opened++) {
+        each_sub_t *s = &e->each[opened];
+        if (s->want == 0) { /* b.N below the subscriptions: nothing to read */
+            each_finish(s, VARLOG_OK, NULL);
+            continue;
+        }
+        varlog_subscribe_handlers_t h = {.on_entry = each_on_entry,
+                                         .on_end = each_on_end,
+                                         .on_error = each_on_error,
+                                         .opaque = s};
+        varlog_err_t rc = varlog_subscribe_to(e->client, topic_id, s->log_stream, s->first,
+                                              s->first + s->want, &h, &subs[opened]);
+        if (rc != VARLOG_OK) {
+            bfail(b, "varlog_subscribe_to", rc, varlog_last_error());
+            goto out;
+        }
+    }
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += (NEXT_TIMEOUT_MS + b->n / 10) / 1000;
+    pthread_mutex_lock(&e->mu);
+    int wrc = 0;
+    while (e->each_done < n && wrc != ETIMEDOUT)
+        wrc = pthread_cond_timedwait(&e->cv, &e->mu, &dl);
+    size_t done = e->each_done;
+    pthread_mutex_unlock(&e->mu);
+    if (done < n) {
+        bfail(b, "varlog_subscribe_to", VARLOG_ERR_TIMED_OUT, "not every subscription ended");
+        goto out;
+    }
+    bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        each_sub_t *s = &e->each[i];
+        if (s->err != VARLOG_OK) {
+            bfail(b, "on_error", s->err, s->text);
+            bytes = -1;
+            goto out;
+        }
+        if (s->count != s->want || s->bad != 0) {
+            char t[192];
+            snprintf(t, sizeof(t),
+                     "log stream %d: %llu entries delivered for %llu, %llu out of "
+                     "sequence",
+                     s->log_stream, (unsigned long long)s->count, (unsigned long long)s->want,
+                     (unsigned long long)s->bad);
+            bfail(b, "on_entry", VARLOG_ERR_INTERNAL, t);
+            bytes = -1;
+            goto out;
+        }
+        bytes += (int64_t)s->bytes;
+    }
+out:
+    for (size_t i = 0; i < n; i++) {
+        if (!subs[i])
+            continue;
+        varlog_subscription_stats_t one;
+        if (varlog_subscription_stats(subs[i], &one) == VARLOG_OK)
+            st->resubscribes += one.resubscribes;
+        varlog_subscription_close(&subs[i]);
+    }
+    return bytes;
+}
+
 void sub_round(bench_b_t *b)
 {
     env_t *e = b->ctx;
     b_stop_timer(b);
-    if (fill(b, e, (uint64_t)b->n) != 0)
+    if (e->c->form != F_SUBSCRIBE_TO_EACH && fill(b, e, (uint64_t)b->n) != 0)
         return;
     if (e->c->form == F_GRPC_FLOOR && e->client)
         env_client_close(e);
@@ -164,11 +287,12 @@ void sub_round(bench_b_t *b)
     uint64_t all0 = alloc_count_all_allocs();
 
     varlog_subscription_t *sub = NULL;
-    int64_t bytes = e->c->form == F_GRPC_FLOOR          ? read_floor(b, e)
-                    : e->c->form == F_SUBSCRIBE_HANDLER ? read_handler(b, e, &sub)
-                                                        : read_iter(b, e, &sub);
     varlog_subscription_stats_t st;
     memset(&st, 0, sizeof(st));
+    int64_t bytes = e->c->form == F_GRPC_FLOOR          ? read_floor(b, e)
+                    : e->c->form == F_SUBSCRIBE_HANDLER ? read_handler(b, e, &sub)
+                    : e->c->form == F_SUBSCRIBE_TO_EACH ? read_each(b, e, &st)
+                                                        : read_iter(b, e, &sub);
     if (sub)
         varlog_subscription_stats(sub, &st);
     varlog_subscription_close(&sub);

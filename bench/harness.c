@@ -142,13 +142,17 @@ static void run_round(bench_b_t *b, const bench_t *bm, void *ctx, long n)
 }
 
 /* Rounds from n iterations on until one lasts goal_ns; b holds the last. */
-static void run_until(bench_b_t *b, const bench_t *bm, void *ctx, long n, int64_t goal_ns)
+/* Rounds from n iterations until one lasts goal_ns or has max_n iterations. */
+static void run_until(bench_b_t *b, const bench_t *bm, void *ctx, long n, int64_t goal_ns,
+                      long max_n)
 {
     for (;;) {
         run_round(b, bm, ctx, n);
-        if (b->failed || b->elapsed_ns >= goal_ns || n >= MAX_ITERS)
+        if (b->failed || b->elapsed_ns >= goal_ns || n >= max_n)
             return;
         n = predict_n(goal_ns, b->n, b->elapsed_ns, n);
+        if (n > max_n)
+            n = max_n;
     }
 }
 
@@ -245,14 +249,16 @@ static void run_once(runner_t *r, const bench_t *bm, const char *full)
         int64_t warm = r->o->warmup_ns;
         if (r->benchtime_x == 0 && r->benchtime_ns < warm)
             warm = r->benchtime_ns;
-        run_until(&b, bm, ctx, 1, warm);
+        /* With -benchtime=Nx no warm-up round is larger than the measured one: a benchmark
+         * of a log holding N entries (bench_subscribe -nofill) reads no more than N. */
+        run_until(&b, bm, ctx, 1, warm, r->benchtime_x > 0 ? r->benchtime_x : MAX_ITERS);
         n = predict_n(r->benchtime_ns, b.n, b.elapsed_ns, b.n);
     }
     if (!b.failed) {
         if (r->benchtime_x > 0)
             run_round(&b, bm, ctx, r->benchtime_x);
         else
-            run_until(&b, bm, ctx, n, r->benchtime_ns);
+            run_until(&b, bm, ctx, n, r->benchtime_ns, MAX_ITERS);
     }
     if (bm->teardown)
         bm->teardown(ctx);

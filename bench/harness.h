@@ -61,7 +61,8 @@ typedef struct bench {
 typedef struct bench_opts {
     int64_t benchtime_ns; /* -benchtime when not given; 0: 1 s */
     /* > 0: before the measured rounds, unreported rounds from b->n = 1 until one lasts
-     * min(warmup_ns, -benchtime), on the same setup; prediction carries on from there. */
+     * min(warmup_ns, -benchtime) (with -benchtime=Nx: warmup_ns, or has N iterations), on
+     * the same setup; prediction carries on from there. */
     int64_t warmup_ns;
     const char *pkg; /* non-NULL: goos/goarch/pkg/cpu lines before the first result */
     /* B/op and allocs/op as averages with decimals ("0.0123 allocs/op") rather than Go's

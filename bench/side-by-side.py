@@ -4,6 +4,7 @@
     flock /tmp/varlog-real-cluster.lock bench/side-by-side.py [--bench-dir build/bench]
         [--varlog-bin build-varlog-bin] [--rounds 3] [--out DIR] [--cluster-env FILE]
         [--sn-arg=ARG]... (--help: every option)
+    bench/side-by-side.py --scale ...: runs bench/scale.py (issue 37's rows) with the rest
 
 Starts a cluster of 1 metadata repository, 1 storage node, 1 topic and 1 log stream with
 scripts/varlog-cluster.sh (or, with --cluster-env, uses a running one described by that
@@ -76,168 +77,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import medians  # noqa: E402  (bench/medians.py: the Go benchmark line parser)
+import cluster_bench  # noqa: E402  (bench/cluster_bench.py: what bench/scale.py shares)
+from cluster_bench import ROOT, fmt, log, med, ratio, run_c, run_go  # noqa: E402
 
 CONFIGS = [(1, 1), (100, 1), (100, 8), (1000, 8)]
 # The trickle's requests: its default linger (5 ms) and depth (2) at 2,000 records/s.
 TRICKLE_BATCH = 10
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-# ---- the cluster ------------------------------------------------------------------------
-
-
-def read_env(path):
-    env = {}
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line or line.startswith("#") or "=" not in line:
-                continue
-            k, v = line.split("=", 1)
-            env[k.removeprefix("export ").strip()] = v.strip().strip("'\"")
-    return env
-
-
-def split_list(v):
-    return [x for x in v.replace(",", " ").split() if x]
-
-
-class Cluster:
-    """A cluster started by scripts/varlog-cluster.sh (stopped by stop()), or a running
-    one given by --cluster-env (left alone)."""
-
-    def __init__(self, args):
-        self.dir = None
-        if args.cluster_env:
-            env = read_env(args.cluster_env)
-        else:
-            script = os.path.join(ROOT, "scripts", "varlog-cluster.sh")
-            if not os.access(script, os.X_OK):
-                sys.exit(f"side-by-side: {script} is missing; give --cluster-env FILE of a "
-                         "running cluster instead")
-            self.dir = tempfile.mkdtemp(prefix="side-by-side-cluster.")
-            cmd = [script, "start", "--dir", self.dir, "--sns", "1", "--rf", "1", "--mrs", "1",
-                   "--topics", "1", "--log-streams", "1", "--owner-pid", str(os.getpid())]
-            cmd += [f"--sn-arg={a}" for a in args.sn_arg]
-            log("side-by-side: " + " ".join(cmd))
-            # Its stdout (cluster.env) goes to stderr: stdout is the table's.
-            if subprocess.run(cmd, env=dict(os.environ, VARLOG_BIN=args.varlog_bin),
-                              stdout=sys.stderr).returncode:
-                logs = self.dir
-                self.stop()
-                sys.exit(f"side-by-side: the cluster did not start (its logs: {logs})")
-            env = read_env(os.path.join(self.dir, "cluster.env"))
-        self.mrs = split_list(env["VARLOG_MR_ADDRS"])
-        self.topic = int(split_list(env.get("VARLOG_TOPIC_ID", "1"))[0])
-        self.log_stream = int(split_list(env.get("VARLOG_LOG_STREAMS", "1"))[0])
-
-    def stop(self):
-        if self.dir:
-            script = os.path.join(ROOT, "scripts", "varlog-cluster.sh")
-            subprocess.run([script, "stop", "--dir", self.dir], stdout=sys.stderr)
-            self.dir = None
+def open_cluster(args):
+    """The cluster of 1 MR, 1 SN, 1 log stream (or --cluster-env's)."""
+    return cluster_bench.Cluster(args, "side-by-side", cluster_env=args.cluster_env)
 
 
 # ---- one run of each client -------------------------------------------------------------
-
-
-def proc_sample(pid):
-    """(CPU seconds, context switches) of every thread of process pid, or None once gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        cpu = (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime: fields 14, 15
-        csw = 0
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                with open(f"/proc/{pid}/task/{tid}/status") as f:
-                    for line in f:
-                        if line.startswith(("voluntary_ctxt", "nonvoluntary_ctxt")):
-                            csw += int(line.split()[1])
-            except FileNotFoundError:
-                pass  # a thread that ended: its switches are lost (Go's rarely end)
-        return cpu, csw
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-
-
-def run_go(args, cluster, extra, key, out):
-    """Varlog's benchmark with extra arguments; returns the window's rate, CPU per unit and
-    switches per request, or None when it failed. key: "append" or "subscribe"."""
-    cmd = [os.path.join(args.varlog_bin, "benchmark"), "test", "--cluster-id", "1"]
-    for a in cluster.mrs:
-        cmd += ["--address", a]
-    cmd += ["--gops-addr", "127.0.0.1:0", "--report-interval", "1s", "--print-json"] + extra
-    out.write("$ " + " ".join(cmd) + "\n")
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    samples = []  # (time, report, cpu, csw) at each JSON line
-    try:
-        for line in p.stdout:
-            out.write(line)
-            if not line.startswith("{"):
-                continue
-            t = time.monotonic()
-            s = proc_sample(p.pid)
-            if s:
-                samples.append((t, json.loads(line)["reports"][0], s[0], s[1]))
-        rc = p.wait()
-    finally:
-        if p.poll() is None:  # interrupted: it must not outlive the cluster
-            p.kill()
-            p.wait()
-    out.write(f"# exit {rc}\n")
-    if rc != 0 or len(samples) < 3:
-        log(f"side-by-side: benchmark failed (exit {rc}, {len(samples)} reports)")
-        return None
-    # The window: from the first report to the second-to-last (the last one may be a
-    # partial second, sampled while the process ends).
-    win = samples[:-1]
-    units = requests = 0.0
-    for (t0, _, _, _), (t1, rep, _, _) in zip(win, win[1:]):
-        if key == "append":
-            units += rep["recent"]["append"]["bytesPerSecond"] / args.size * (t1 - t0)
-            requests += rep["recent"]["append"]["requestsPerSecond"] * (t1 - t0)
-        else:
-            units += rep["recent"]["subscribe"]["logsPerSecond"] * (t1 - t0)
-    secs = win[-1][0] - win[0][0]
-    cpu = win[-1][2] - win[0][2]
-    csw = win[-1][3] - win[0][3]
-    if units <= 0:
-        return None
-    r = {"rate": units / secs, "cpu_us": cpu * 1e6 / units}
-    if key == "append":
-        r["csw"] = csw / requests if requests else float("nan")
-    else:
-        r["csw"] = csw * 1000 / units
-        # Everything it read, for the C reader's range: its total rate over the run, which
-        # began one report interval before the first report.
-        last_t, last_rep = samples[-1][0], samples[-1][1]
-        r["total"] = last_rep["total"]["subscribe"]["logsPerSecond"] * (last_t - samples[0][0] + 1)
-    return r
-
-
-def run_c(args, prog, flags, row, out):
-    """One bench_append or bench_subscribe row; its metrics, or None when it failed."""
-    cmd = [os.path.join(args.bench_dir, prog)] + flags + [row]
-    out.write("$ " + " ".join(cmd) + "\n")
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=args.c_timeout)
-    out.write(p.stdout + f"# exit {p.returncode}\n")
-    _, rows = medians.parse(p.stdout.splitlines())
-    if p.returncode != 0 or not rows:
-        log(f"side-by-side: {prog} {row} failed (exit {p.returncode})")
-        return None
-    return next(iter(rows.values()))[0]
 
 
 def append_flags(args, cluster, benchtime):
@@ -348,19 +202,6 @@ def trickle_with_csw(args, cluster, out):
 # ---- the table ---------------------------------------------------------------------------
 
 
-def med(results, who, key):
-    vals = [r[who][key] for r in results if r.get(who) and key in r[who]]
-    return statistics.median(vals) if vals else None
-
-
-def fmt(v, digits=2):
-    if v is None or v != v:
-        return "-"
-    if v >= 1000:
-        return f"{v:,.0f}"
-    return f"{v:.{digits}f}" if v < 100 else f"{v:.0f}"
-
-
 def trickle_table(trickles, args):
     rs = [t for t in trickles if t]
     if not args.trickle_rate:
@@ -376,10 +217,6 @@ def trickle_table(trickles, args):
             f"| {fmt(m('rate'))} | {fmt(m('cpu_us'))} | {fmt(m('floor_cpu_us'))} "
             f"| {fmt(ratio(m('cpu_us'), m('floor_cpu_us')))} | {fmt(m('csw'), 2)} "
             f"| {fmt(m('floor_csw'), 2)} |")
-
-
-def ratio(a, b):
-    return a / b if a is not None and b else None
 
 
 def table(appends, reads, rounds):
@@ -434,6 +271,12 @@ def per_round(appends, reads):
 
 
 def main():
+    if "--scale" in sys.argv[1:]:
+        # The rows of issue 37 (many log streams, producers, readers, handles): bench/scale.py,
+        # which takes the rest of the arguments.
+        scale = os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale.py")
+        rest = [a for a in sys.argv[1:] if a != "--scale"]
+        os.execv(sys.executable, [sys.executable, scale] + rest)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bench-dir", default=os.path.join(ROOT, "build", "bench"),
                     help="where bench_append and bench_subscribe are (default build/bench)")
@@ -464,11 +307,7 @@ def main():
     ap.add_argument("--out", help="directory for every run's output (default: a new one in /tmp)")
     args = ap.parse_args()
     if not args.varlog_bin:
-        args.varlog_bin = os.path.join(ROOT, "build-varlog-bin")
-        if not os.path.isdir(args.varlog_bin):
-            args.varlog_bin = subprocess.run(
-                [os.path.join(ROOT, "scripts", "varlog-cluster.sh"), "bin"],
-                stdout=subprocess.PIPE, text=True).stdout.strip()
+        args.varlog_bin = cluster_bench.default_varlog_bin()
     for prog in ("bench_append", "bench_subscribe", "bench_server_append"):
         if not os.access(os.path.join(args.bench_dir, prog), os.X_OK):
             sys.exit(f"side-by-side: no {prog} in {args.bench_dir} (cmake --build ... --target "
@@ -493,7 +332,7 @@ def main():
     hogs = [subprocess.Popen(["sh", "-c", "while :; do :; done"]) for _ in range(args.hogs)]
     cluster = None
     try:
-        cluster = Cluster(args)
+        cluster = open_cluster(args)
         load0 = os.getloadavg()
         log(f"side-by-side: cluster at {','.join(cluster.mrs)}, topic {cluster.topic}, log "
             f"stream {cluster.log_stream}; output in {outdir}; load {load0[0]:.2f}")
