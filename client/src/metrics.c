@@ -123,8 +123,9 @@ void metrics_hist_run_end(metrics_hist_run_t *r)
     r->count = r->sum_ns = 0;
 }
 
-/* Claims or finds key in an open-addressed table of slots whose first member is the key. */
-#define CLAIM(table, n, key_value, untracked)                                                      \
+/* Claims or finds key in an open-addressed table of slots whose first member is the key;
+ * *(claimed) (a bool *, or NULL) is set when this call claimed it. */
+#define CLAIM(table, n, key_value, untracked, claimed)                                             \
     do {                                                                                           \
         for (size_t i_ = 0; i_ < (n); i_++) {                                                      \
             uint_fast64_t k_ = atomic_load_explicit(&(table)[i_].key, memory_order_acquire);       \
@@ -132,8 +133,11 @@ void metrics_hist_run_end(metrics_hist_run_t *r)
                 uint_fast64_t zero_ = 0;                                                           \
                 if (atomic_compare_exchange_strong_explicit(&(table)[i_].key, &zero_, (key_value), \
                                                             memory_order_acq_rel,                  \
-                                                            memory_order_acquire))                 \
+                                                            memory_order_acquire)) {               \
+                    if (claimed)                                                                   \
+                        *(claimed) = true;                                                         \
                     return &(table)[i_];                                                           \
+                }                                                                                  \
                 k_ = zero_;                                                                        \
             }                                                                                      \
             if (k_ == (key_value))                                                                 \
@@ -145,7 +149,7 @@ void metrics_hist_run_end(metrics_hist_run_t *r)
 metrics_series_t *metrics_series_get(client_metrics_t *m, int32_t topic, int32_t ls)
 {
     uint64_t key = (((uint64_t)(uint32_t)topic << 32) | (uint32_t)ls) + 1;
-    CLAIM(m->series, METRICS_SERIES_MAX, key, &m->untracked);
+    CLAIM(m->series, METRICS_SERIES_MAX, key, &m->untracked, (bool *)NULL);
 }
 
 metrics_series_t *metrics_series_use(client_metrics_t *m, int32_t topic, int32_t ls, unsigned use)
@@ -156,28 +160,24 @@ metrics_series_t *metrics_series_use(client_metrics_t *m, int32_t topic, int32_t
     return s;
 }
 
-bool metrics_topic_use(client_metrics_t *m, int32_t topic)
+/* topic's slot (claimed on first call; NULL once the table is full) */
+static metrics_topic_t *topic_get(client_metrics_t *m, int32_t topic, bool *claimed)
 {
     uint64_t key = (uint64_t)(uint32_t)topic + 1;
-    for (size_t i = 0; i < METRICS_TOPICS_MAX; i++) {
-        uint_fast64_t k = atomic_load_explicit(&m->topics[i].key, memory_order_acquire);
-        if (k == 0) {
-            uint_fast64_t zero = 0;
-            if (atomic_compare_exchange_strong_explicit(&m->topics[i].key, &zero, key,
-                                                        memory_order_acq_rel, memory_order_acquire))
-                return true;
-            k = zero;
-        }
-        if (k == key)
-            return false;
-    }
-    return false;
+    CLAIM(m->topics, METRICS_TOPICS_MAX, key, (metrics_topic_t *)NULL, claimed);
+}
+
+bool metrics_topic_use(client_metrics_t *m, int32_t topic)
+{
+    bool claimed = false;
+    (void)topic_get(m, topic, &claimed);
+    return claimed;
 }
 
 metrics_failure_t *metrics_failure_get(client_metrics_t *m, int32_t topic, varlog_err_t err)
 {
     uint64_t key = (((uint64_t)(uint32_t)topic << 32) | (uint32_t)(-(int64_t)err)) + 1;
-    CLAIM(m->failures, METRICS_FAILURES_MAX, key, &m->failures_untracked);
+    CLAIM(m->failures, METRICS_FAILURES_MAX, key, &m->failures_untracked, (bool *)NULL);
 }
 
 void metrics_note_append(client_metrics_t *m, int32_t topic, int32_t ls, varlog_err_t err,
