@@ -2,9 +2,31 @@
 #include "bench_client.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "harness.h"
 #include "metadata.h"
+
+/* -X name=value pairs, as name, value, ..., NULL: the last pass of bench_client_open. */
+#define X_PAIRS_MAX 32
+static const char *x_pairs[2 * X_PAIRS_MAX + 1];
+static size_t n_x_pairs;
+
+static bool take_x_pair(const char *prog, const char *v)
+{
+    const char *eq = v ? strchr(v, '=') : NULL;
+    if (!eq || eq == v || n_x_pairs >= X_PAIRS_MAX) {
+        fprintf(stderr, "%s: -X wants name=value (at most %d)\n", prog, X_PAIRS_MAX);
+        return false;
+    }
+    char *name = strndup(v, (size_t)(eq - v));
+    if (!name)
+        return false;
+    x_pairs[2 * n_x_pairs] = name; /* the program's for its life */
+    x_pairs[2 * n_x_pairs + 1] = eq + 1;
+    n_x_pairs++;
+    return true;
+}
 
 int bench_client_open(const char *address, const char *const *extra, varlog_client_t **out)
 {
@@ -21,8 +43,8 @@ int bench_client_open(const char *address, const char *const *extra, varlog_clie
                           "log.level",
                           "err",
                           NULL};
-    for (int pass = 0; pass < 2; pass++) {
-        const char *const *kv = pass == 0 ? base : extra;
+    for (int pass = 0; pass < 3; pass++) {
+        const char *const *kv = pass == 0 ? base : pass == 1 ? extra : x_pairs;
         for (size_t i = 0; kv && kv[i]; i += 2) {
             if (varlog_conf_set(conf, kv[i], kv[i + 1], err, sizeof(err)) != VARLOG_OK) {
                 fprintf(stderr, "conf %s: %s\n", kv[i], err);
@@ -45,6 +67,10 @@ bool bench_target_flag(int argc, char **argv, int *i, const bench_target_flags_t
     const char *v = NULL;
     const char *flag = argv[*i];
     *ok = true;
+    if (bench_flag(argc, argv, i, "X", true, &v)) {
+        *ok = take_x_pair(argv[0], v);
+        return true;
+    }
     if (bench_flag(argc, argv, i, "inproc", false, &v)) {
         *f->inproc = true;
         return true;

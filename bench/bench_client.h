@@ -11,17 +11,19 @@
 
 /* A client of the metadata repository at address with the benchmarks' base properties (no
  * periodic refresh, log level err), then the name, value pairs of extra (NULL-terminated;
- * NULL for none). 0 with *out open, or -1 after a message on stderr. */
+ * NULL for none), then those of the -X flags. 0 with *out open, or -1 after a message on
+ * stderr. */
 int bench_client_open(const char *address, const char *const *extra, varlog_client_t **out);
 
-/* Where a benchmark's flags go: -inproc, -mr HOST:PORT[,...], -server PATH, -topic ID,
- * -logstream ID (at least logstream_min) and, where size is not NULL, -size BYTES (1 to
- * size_max). The program's own defaults stay where a flag is not given. */
 /* Into out (cap bytes): the address of the primary storage node of topic's log_stream in
  * client's metadata. 0, or -1 after a message on stderr naming what is missing. */
 int bench_primary_of(varlog_client_t *client, int32_t topic, int32_t log_stream, char *out,
                      size_t cap);
 
+/* Where a benchmark's flags go: -inproc, -mr HOST:PORT[,...], -server PATH, -topic ID,
+ * -logstream ID (at least logstream_min) and, where size is not NULL, -size BYTES (1 to
+ * size_max). The program's own defaults stay where a flag is not given. -X name=value (any
+ * number, up to 32) sets a client property on every client bench_client_open opens. */
 typedef struct bench_target_flags {
     bool *inproc;
     const char **cluster_address, **server_program;

@@ -48,3 +48,18 @@ function(varlog_test_child_server name)
         VARLOG_SERVER_PROGRAM="$<TARGET_FILE:varlog-server>")
     add_dependencies(${name} varlog-server)
 endfunction()
+
+# varlog_add_test_variant(<name> <variant> <VAR=value>... [TIMEOUT seconds])
+#
+# Runs test <name>'s executable again as <name>_<variant> with more environment: a suite
+# checked under another setting (VARLOG_TEST_CONF, tests/client/client_fixture.h) without a
+# second build. Not under valgrind: the plain copy's memcheck covers the code.
+function(varlog_add_test_variant name variant)
+    cmake_parse_arguments(ARG "" "TIMEOUT" "" ${ARGN})
+    if(NOT ARG_TIMEOUT)
+        set(ARG_TIMEOUT 120)
+    endif()
+    add_test(NAME ${name}_${variant} COMMAND ${name})
+    set_tests_properties(${name}_${variant} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit"
+        ENVIRONMENT "${VARLOG_TEST_ENV};${ARG_UNPARSED_ARGUMENTS}")
+endfunction()

@@ -77,9 +77,9 @@ static void app_free(varlog_appender_t *app)
     wire_scratch_free(&app->scratch);
     if (app->results)
         vq_objpool_destroy(app->results);
-    rpc_poller_destroy(app->poller); /* NULL once the thread ran: it destroys its own */
+    app_exec_free_own(app);
+    free(app->member);
     pthread_cond_destroy(&app->space);
-    pthread_cond_destroy(&app->wake);
     pthread_cond_destroy(&app->settled);
     pthread_mutex_destroy(&app->mu);
     free(app);
@@ -241,7 +241,7 @@ varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls)
 
 static bool on_app_thread(const varlog_appender_t *app)
 {
-    return app->has_thread && pthread_equal(pthread_self(), app->thread);
+    return app->has_thread && app->exec && app_exec_current(app);
 }
 
 /* ---- creation ------------------------------------------------------------------------------ */
@@ -289,7 +289,6 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     pthread_mutex_init(&app->mu, &attr);
     pthread_mutexattr_destroy(&attr);
     wire_cond_init(&app->space);
-    wire_cond_init(&app->wake);
     wire_cond_init(&app->settled);
 
     /* Lanes: the one log stream, or every log stream of the topic known now. */
@@ -314,8 +313,12 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
         return errtext_set(VARLOG_ERR_NOMEM,
                            "appender: out of memory for %zu batch slots of %zu bytes", extra,
                            app->slot_cap);
-    if (rpc_poller_new(c->rpc, &app->poller) != VARLOG_OK)
-        return errtext_set(VARLOG_ERR_INTERNAL, "appender: could not create a completion queue");
+    app->member = calloc(1, sizeof(*app->member));
+    if (!app->member)
+        return errtext_set(VARLOG_ERR_NOMEM, "appender: out of memory for its thread's state");
+    app->member->ts.app = app;
+    if ((err = app_exec_attach(app)) != VARLOG_OK)
+        return err;
     /* One result object per run of callbacks: a few cover the thread (and a spare). */
     if (vq_objpool_create(4, sizeof(varlog_append_result_t), 1, &app->results) != VQ_OK)
         return errtext_set(VARLOG_ERR_NOMEM, "appender: out of memory for the result pool");
@@ -375,13 +378,13 @@ varlog_err_t varlog_appender_new(varlog_client_t *c, int32_t topic_id, int32_t l
     if (app && (err = app_init(app, c, topic_id, log_stream_id)) == VARLOG_OK &&
         (err = client_add_appender(c, app)) == VARLOG_OK) {
         app_ref(app); /* the thread's */
-        if (pthread_create(&app->thread, NULL, app_thread_main, app) != 0) {
+        app->has_thread = true;
+        app->joinable = app->exec->dedicated;
+        if ((err = app_exec_start(app)) != VARLOG_OK) {
+            app->has_thread = false;
+            app->joinable = false;
             atomic_fetch_sub(&app->refs, 1);
             client_remove_appender(c, app);
-            err = errtext_set(VARLOG_ERR_INTERNAL, "appender_new: could not start its thread");
-        } else {
-            app->has_thread = true;
-            app->joinable = true;
         }
     }
     client_leave(c);
@@ -401,14 +404,10 @@ varlog_err_t varlog_appender_new(varlog_client_t *c, int32_t topic_id, int32_t l
 
 void app_wake_thread_locked(varlog_appender_t *app)
 {
-    if (!app->thread_idle)
-        return; /* it looks at everything under mu before it sleeps again */
-    if (!app->in_poll) {
-        pthread_cond_signal(&app->wake);
-    } else if (!app->kicked) {
-        app->kicked = true;
-        rpc_poller_kick(app->poller);
-    }
+    if (!app->thread_idle || app->thread_done)
+        return; /* it looks at everything under mu before it sleeps again, or it let go */
+    app->thread_idle = false; /* told once: its next plan sees whatever comes after */
+    app_exec_notify_locked(app, false);
 }
 
 /* ---- intake -------------------------------------------------------------------------------- */
@@ -452,8 +451,10 @@ static void seal_open_locked(varlog_appender_t *app)
 static void wake_thread_locked(varlog_appender_t *app)
 {
     /* In its poll it comes back within a slice on its own (appender_io.c). */
-    if (app->intake_wakes && app->thread_idle && !app->in_poll)
-        pthread_cond_signal(&app->wake);
+    if (app->intake_wakes && app->thread_idle && !app->intake_noted) {
+        app->intake_noted = true;
+        app_exec_notify_locked(app, true);
+    }
 }
 
 varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_t *records,
@@ -682,13 +683,17 @@ static varlog_err_t app_shutdown(varlog_appender_t *app, int64_t timeout_ms, boo
         pthread_cond_wait(&app->settled, &app->mu);
     bool join = app->joinable;
     app->joinable = false;
-    if (detach)
+    if (detach) {
         app->c = NULL;
+        /* A shared thread ends with the client: the handle, valid for close alone, forgets it. */
+        if (app->exec && !app->exec->dedicated)
+            app->exec = NULL;
+    }
     if (client)
         *client = app->c;
     pthread_mutex_unlock(&app->mu);
     if (join)
-        pthread_join(app->thread, NULL);
+        app_exec_join_own(app);
     if (err != VARLOG_OK)
         errtext_set(err, "appender_close: %zu append calls were not settled in time (CLOSED)",
                     left);

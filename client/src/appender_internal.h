@@ -151,18 +151,19 @@ struct varlog_appender {
 
     pthread_mutex_t mu;
     pthread_cond_t space;   /* producers: queue room or a free slot */
-    pthread_cond_t wake;    /* the thread */
     pthread_cond_t settled; /* flush and close: batches settled, thread done */
     bool closing;           /* intake stopped */
-    bool stop;              /* the thread fails what is left and exits */
-    bool thread_done;
-    bool thread_idle; /* asleep: on wake, or in its poller's poll (in_poll) */
-    /* The thread sleeps in rpc_poller_poll while completions of its streams are on their
-     * way (answers, ends and sends wake it there, with no hand-off through gRPC's I/O
-     * thread), on wake otherwise. A waker other than intake kicks the poller, once per
-     * sleep; intake never does (appender_io.c, the loop). */
-    bool in_poll, kicked;
-    rpc_poller_t *poller; /* the thread's streams' completion queue, owned by the thread */
+    bool stop;              /* the thread fails what is left and lets the appender go */
+    bool thread_done;       /* the thread let it go: it runs nothing of it any more */
+    /* Set by the thread when it last planned for this appender, found nothing to do, and may
+     * sleep: a change it would not see by itself then wakes it (app_exec_notify_locked),
+     * once per sleep. Cleared when it wakes, and by the first waker. */
+    bool thread_idle;
+    bool intake_noted; /* intake told the idle thread already (it never kicks a poll) */
+    /* The thread that runs the appender (appender_exec.c): its own, or one the client's
+     * appenders share (appender.threads). */
+    struct app_exec *exec;
+    rpc_poller_t *poller; /* the completion queue of exec, which its thread owns */
     /* Set by the thread as it goes idle: false when every lane's pipeline is full on a live
      * stream, so that a batch a producer opens or fills could not go out before an answer
      * (or a deadline the thread already waits for) wakes the thread anyway. */
@@ -197,13 +198,13 @@ struct varlog_appender {
     /* The result objects callbacks receive: one is taken per run of callbacks, filled for
      * each call in turn and given back after the last callback. */
     vq_objpool_t *results;
-    pthread_t thread;
     bool has_thread;               /* set before the handle is returned, never changed */
-    bool joinable;                 /* (mu) nobody joined the thread yet */
+    bool joinable;                 /* (mu) its own thread, and nobody joined it yet */
     batch_list_t *outboxes;        /* the thread's: per lane, batches to send */
     varlog_appender_stats_t stats; /* (mu), gauges filled on read */
     atomic_uint_fast64_t inflight_batches;
     atomic_uint_fast64_t inflight_records, inflight_bytes; /* with inflight_batches */
+    struct app_member *member; /* what its thread keeps of it between rounds */
 };
 
 /* ---- lists ---- */
@@ -265,6 +266,40 @@ typedef struct app_thread_state {
     bool stopping;
 } app_thread_state_t;
 
+/* One appender as its thread runs it, round after round. The thread's own. */
+typedef struct app_member {
+    app_thread_state_t ts;
+    int64_t next_poll; /* topic mode: the next look for a new metadata version */
+    bool work;         /* the last plan left work: the next round does not sleep */
+} app_member_t;
+
+/* The thread that runs appenders (appender_exec.c): with appender.threads 0 each appender
+ * has one of its own, which ends with it; otherwise the client's appenders share
+ * appender.threads of them, which end with the client. Each round it does every member's
+ * work (sends, answers, callbacks), then plans each under its mu, then sleeps in its
+ * poller's poll while completions of its streams are on their way (answers, ends and sends
+ * wake it there, with no hand-off through gRPC's I/O thread), on wake otherwise.
+ *
+ * Lock order: an appender's mu, then mu here. The thread never takes an appender's mu with
+ * mu held. */
+typedef struct app_exec {
+    varlog_client_t *c;
+    rpc_poller_t *poller; /* owned by the thread; NULL once it destroyed it */
+    pthread_t thread;
+    bool dedicated; /* one appender's own: it exits as the appender leaves */
+    bool started;   /* the thread runs (or ran) */
+    pthread_mutex_t mu;
+    pthread_cond_t wake;
+    /* (mu) Something an idle member's plan did not see changed: the thread does not sleep,
+     * or wakes. Cleared as a round begins, before any plan. */
+    bool news;
+    bool sleeping, in_poll, kicked; /* (mu) where it sleeps; one kick per sleep */
+    bool stop;                      /* (mu) shared: the client is being destroyed */
+    varlog_appender_t **joining;    /* (mu) added, not yet taken by the thread */
+    size_t n_joining, joining_cap;
+    size_t load; /* (mu) appenders on it, joining included: the least loaded takes the next */
+} app_exec_t;
+
 /* ---- appender_resolve.c ---- */
 /* Hands ambiguous batches (sent on lane's stream, in order, each failed MAYBE_APPENDED with
  * its text) to a read-back task, which holds the lane until it is done; batches is then
@@ -294,10 +329,56 @@ void app_run_all_settled(app_thread_state_t *ts);
 /* With mu: whether app_run_settled would run a callback now. */
 bool app_settled_due_locked(const app_thread_state_t *ts);
 
+/* ---- appender_exec.c ---- */
+/* The thread for a new appender, which is then app->exec: a new one of its own
+ * (appender.threads 0; the thread starts in app_exec_start), or the least loaded of the
+ * client's shared ones (created as needed, started at once). Also sets app->poller. Errors:
+ * NOMEM, INTERNAL (the completion queue or the thread). */
+varlog_err_t app_exec_attach(varlog_appender_t *app);
+/* Hands app to its thread (starting it if it is the appender's own). INTERNAL when the
+ * thread could not start; the appender is then not on it. */
+varlog_err_t app_exec_start(varlog_appender_t *app);
+/* Tells app's thread, if it sleeps, that something changed: a kick of its poll unless
+ * from_intake (intake never kicks: a kick is an allocation in gRPC, and the poll is sliced
+ * while intake could let a batch out). Called with app's mu held, only while
+ * app->thread_idle. */
+void app_exec_notify_locked(varlog_appender_t *app, bool from_intake);
+/* Whether the calling thread runs app's callbacks (its own thread, or the shared one). */
+bool app_exec_current(const varlog_appender_t *app);
+/* Joins app's own thread, which let the appender go; nothing for a shared one (it ends with
+ * the client: app_execs_stop, client_internal.h). */
+void app_exec_join_own(varlog_appender_t *app);
+/* The appender is freed: its own thread's state goes with it (joined before, or never
+ * started); a shared one forgets it if it never joined. */
+void app_exec_free_own(varlog_appender_t *app);
+
 /* ---- appender_io.c ---- */
 /* Whether the allowlist lets batches go to lane now (bound mode: always). */
 bool app_lane_allowed(const app_thread_state_t *ts, const app_lane_t *lane);
-void *app_thread_main(void *arg);
+/* The work of a round for one appender: new lanes, read-backs, sends, answers, callbacks. */
+void app_round_work(varlog_appender_t *app, int64_t now);
+/* What a member's plan tells its thread. */
+typedef struct app_plan {
+    int64_t next;      /* when to look again at the latest (INT64_MAX: when woken) */
+    bool work;         /* look again at once */
+    bool expecting;    /* completions of its streams are on their way */
+    bool intake_wakes; /* intake may wake the thread (its poll is sliced) */
+    size_t streams;    /* its lanes' streams (the poller's live streams beyond: ended ones) */
+} app_plan_t;
+/* Deadlines of one appender, then its plan under its mu, marking it idle when it leaves no
+ * work. false: it is stopping, and must be let go (app_round_leave). */
+bool app_round_plan(varlog_appender_t *app, int64_t now, app_plan_t *plan);
+/* Whether the appender waits for answers and none is there to read: its thread may go on
+ * polling for them. */
+bool app_answers_awaited(const varlog_appender_t *app);
+/* Whether a lane of the appender has something to read. */
+bool app_readable(const varlog_appender_t *app);
+/* The appender is stopping: every stream cancelled, everything settled, its callbacks run;
+ * then it is marked done and the thread's reference dropped: the caller no longer touches
+ * it. */
+void app_round_leave(varlog_appender_t *app);
+/* The thread that runs app starts: it becomes the one that completes app->poller's streams. */
+void app_thread_begins(rpc_poller_t *poller);
 app_lane_t *app_lane_new(varlog_appender_t *app, int32_t ls);
 void app_lane_free(app_lane_t *lane);
 /* Forgets lane's stream and everything learned of it; returns the stream (NULL if none),

@@ -45,8 +45,13 @@ void app_lane_free(app_lane_t *lane)
     free(lane);
 }
 
-/* The appender whose thread this is (NULL on other threads). */
-static _Thread_local const varlog_appender_t *tl_app;
+/* The completion queue this thread runs (NULL on threads that run no appender). */
+static _Thread_local const rpc_poller_t *tl_poller;
+
+void app_thread_begins(rpc_poller_t *poller)
+{
+    tl_poller = poller;
+}
 
 /* The stream's notify hook, under the stream's lock: on the appender's thread as its poll
  * runs the stream's completions (it looks at the flag when the poll returns), or on a thread
@@ -56,8 +61,8 @@ static void lane_notify(void *arg)
     app_lane_t *lane = arg;
     varlog_appender_t *app = lane->app;
     atomic_store(&lane->readable, true);
-    if (tl_app == app)
-        return;
+    if (tl_poller == app->poller)
+        return; /* the thread looks at every lane's flag as its poll returns */
     pthread_mutex_lock(&app->mu);
     app_wake_thread_locked(app);
     pthread_mutex_unlock(&app->mu);
@@ -417,12 +422,13 @@ static bool pipelines_full_locked(const varlog_appender_t *app)
     return true;
 }
 
-/* Whether completions of the thread's streams are on their way: answers to batches in
- * flight, sends gRPC has not completed, the end of a stream the thread let go of. The
- * thread then sleeps in its poller's poll; otherwise nothing would come there but a stream's
- * unexpected end, noticed when it next wakes (on wake, for intake or a deadline), and it
- * sleeps on wake, where intake can wake it without gRPC. Without mu (it asks the streams). */
-static bool streams_expecting(const varlog_appender_t *app)
+/* Whether completions of the appender's streams are on their way: answers to batches in
+ * flight, sends gRPC has not completed. The thread then sleeps in its poller's poll (also
+ * while the poller has streams beyond its members' lanes': ends of streams they let go of);
+ * otherwise nothing would come there but a stream's unexpected end, noticed when it next
+ * wakes (on wake, for intake or a deadline), and it sleeps on wake, where intake can wake it
+ * without gRPC. *streams: the lanes' streams. Without mu (it asks the streams). */
+static bool streams_expecting(const varlog_appender_t *app, size_t *streams)
 {
     size_t held = 0;
     bool expecting = false;
@@ -434,12 +440,11 @@ static bool streams_expecting(const varlog_appender_t *app)
         if (!expecting)
             expecting = lane->inflight.n > 0 || rpc_stream_pending_sends(lane->st.rpc) > 0;
     }
-    return expecting || rpc_poller_live(app->poller) > held;
+    *streams = held;
+    return expecting;
 }
 
-/* Whether a lane waits for answers and none is there to read yet: its thread may go on
- * polling. The thread's own fields, and the flags its poll sets. */
-static bool answers_awaited(const varlog_appender_t *app)
+bool app_answers_awaited(const varlog_appender_t *app)
 {
     bool awaited = false;
     for (size_t i = 0; i < app->n_lanes; i++) {
@@ -449,6 +454,15 @@ static bool answers_awaited(const varlog_appender_t *app)
         awaited = awaited || (lane->st.rpc && lane->inflight.n > 0);
     }
     return awaited;
+}
+
+bool app_readable(const varlog_appender_t *app)
+{
+    for (size_t i = 0; i < app->n_lanes; i++) {
+        if (atomic_load(&app->lanes[i]->readable))
+            return true;
+    }
+    return false;
 }
 
 /* With mu held: closes the open batch when it is due and could go out, hands ready batches
@@ -588,120 +602,72 @@ static void stop_all(app_thread_state_t *ts)
     app_run_all_settled(ts);
 }
 
-void *app_thread_main(void *arg)
+void app_round_work(varlog_appender_t *app, int64_t now)
 {
-    varlog_appender_t *app = arg;
-    pthread_setname_np(pthread_self(), "varlog-appender");
-    client_thread_own(app->c);
-    rpc_poller_own(app->poller);
-    tl_app = app;
-    app_thread_state_t ts = {.app = app};
-    int64_t next_poll = 0;
-    bool drain = false;
-    for (bool work = true;;) {
-        /* After a sleep on wake: completions that came meanwhile (a stream's end, a send's)
-         * are run before anything is sent on the streams. */
-        if (drain)
-            while (rpc_poller_poll(app->poller, 0) != RPC_POLL_TIMEOUT)
-                ;
-        int64_t now = wire_now_ms();
-        if (now >= next_poll || work) {
-            refresh_lanes(&ts);
-            next_poll = now + METADATA_POLL_MS;
-        }
-        app_take_resolved(&ts);
-        fail_sealed_retries(&ts);
-        for (size_t i = 0; i < app->n_lanes; i++)
-            lane_send(&ts, app->lanes[i], &app->outboxes[i]);
-        for (size_t i = 0; i < app->n_lanes; i++) {
-            if (atomic_load(&app->lanes[i]->readable))
-                lane_drain(&ts, app->lanes[i], 0);
-        }
-        app_run_settled(&ts);
+    app_member_t *m = app->member;
+    app_thread_state_t *ts = &m->ts;
+    if (now >= m->next_poll || m->work) {
+        refresh_lanes(ts);
+        m->next_poll = now + METADATA_POLL_MS;
+    }
+    app_take_resolved(ts);
+    fail_sealed_retries(ts);
+    for (size_t i = 0; i < app->n_lanes; i++)
+        lane_send(ts, app->lanes[i], &app->outboxes[i]);
+    for (size_t i = 0; i < app->n_lanes; i++) {
+        if (atomic_load(&app->lanes[i]->readable))
+            lane_drain(ts, app->lanes[i], 0);
+    }
+    app_run_settled(ts);
+}
 
-        int64_t round_began = now;
-        now = wire_now_ms();
-        /* A round that kept this thread busy (a slow callback, a stall): what reached its
-         * streams meanwhile is queued on its poller, which only it runs, and is learnt before
-         * the deadlines are checked, so that the check reads an answer or an end already there
-         * before it cancels, as it did when the I/O thread buffered them. Not in every round:
-         * a poll that finds nothing costs a request at depth 1 a millisecond or more. */
-        if (now - round_began >= 2)
-            while (rpc_poller_poll(app->poller, 0) != RPC_POLL_TIMEOUT)
-                ;
-        int64_t next = next_poll;
-        for (size_t i = 0; i < app->n_lanes; i++) {
-            int64_t due = lane_check_timeout(&ts, app->lanes[i], now);
-            if (due < next)
-                next = due;
-        }
-        bool expecting = streams_expecting(app);
-        pthread_mutex_lock(&app->mu);
-        if (app->stop) {
-            pthread_mutex_unlock(&app->mu);
-            break;
-        }
-        work = false;
-        int64_t due = plan_locked(&ts, now, &work);
+bool app_round_plan(varlog_appender_t *app, int64_t now, app_plan_t *plan)
+{
+    app_member_t *m = app->member;
+    app_thread_state_t *ts = &m->ts;
+    int64_t next = m->next_poll;
+    for (size_t i = 0; i < app->n_lanes; i++) {
+        int64_t due = lane_check_timeout(ts, app->lanes[i], now);
         if (due < next)
             next = due;
-        for (size_t i = 0; i < app->n_lanes && !work; i++)
-            work = atomic_load(&app->lanes[i]->readable);
-        drain = false;
-        if (!work && next > now) {
-            app->intake_wakes = !pipelines_full_locked(app);
-            app->thread_idle = true;
-            if (expecting) {
-                /* Answers, ends and sends of our streams complete in here, on this thread.
-                 * Intake does not kick the poll (a kick is an allocation in gRPC, and an
-                 * append allocates nothing): while it could let a batch out, the poll
-                 * returns within a slice no longer than the linger, so that a batch opened
-                 * meanwhile is not late and a full one waits at most that long (or until
-                 * the next answer, usually sooner). */
-                int64_t until = next;
-                if (app->intake_wakes && now + app->poll_slice_ms < until)
-                    until = now + app->poll_slice_ms;
-                app->in_poll = true;
-                app->kicked = false;
-                pthread_mutex_unlock(&app->mu);
-                /* A completion that leaves nothing to read (a send's, a released stream's)
-                 * needs no round of the loop while answers are still on their way. */
-                while (rpc_poller_poll(app->poller, until) == RPC_POLL_RAN && answers_awaited(app))
-                    ;
-                pthread_mutex_lock(&app->mu);
-                app->in_poll = false;
-            } else if (rpc_poller_holding(app->poller)) {
-                /* It would sleep on wake, for as long as no record comes, holding the client's
-                 * polling role from a poll of an earlier round: it gives the role back first
-                 * (rpc_client.c, the polling rule), with mu released (no rpc_* is called under
-                 * it) and marked busy meanwhile, so that a waker leaves the news to its next
-                 * look; the next round sleeps, unless something came. Only when it goes to
-                 * sleep: releasing whenever nothing was on its way cost a hand-over per append
-                 * at depth 1 (bench_append, 20-26 -> 41-72 cpu-us/record). */
-                app->thread_idle = false;
-                pthread_mutex_unlock(&app->mu);
-                rpc_poller_release(app->poller);
-                pthread_mutex_lock(&app->mu);
-            } else {
-                struct timespec until;
-                abs_deadline(&until, next - now);
-                pthread_cond_timedwait(&app->wake, &app->mu, &until);
-                drain = rpc_poller_live(app->poller) > 0;
-            }
-            app->thread_idle = false;
-        }
-        pthread_mutex_unlock(&app->mu);
     }
-    stop_all(&ts);
-    free(ts.allowed);
-    /* Every stream was cancelled and released: their last completions come promptly. */
-    rpc_poller_destroy(app->poller);
+    plan->expecting = streams_expecting(app, &plan->streams);
     pthread_mutex_lock(&app->mu);
-    app->poller = NULL;
+    if (app->stop) {
+        pthread_mutex_unlock(&app->mu);
+        return false;
+    }
+    bool work = false;
+    int64_t due = plan_locked(ts, now, &work);
+    if (due < next)
+        next = due;
+    for (size_t i = 0; i < app->n_lanes && !work; i++)
+        work = atomic_load(&app->lanes[i]->readable);
+    m->work = work;
+    plan->work = work;
+    plan->next = next;
+    plan->intake_wakes = false;
+    if (!work && next > now) {
+        /* From here a change this plan did not see wakes the thread (app_exec.c). */
+        app->intake_wakes = !pipelines_full_locked(app);
+        plan->intake_wakes = app->intake_wakes;
+        app->thread_idle = true;
+        app->intake_noted = false;
+    }
+    pthread_mutex_unlock(&app->mu);
+    return true;
+}
+
+void app_round_leave(varlog_appender_t *app)
+{
+    app_thread_state_t *ts = &app->member->ts;
+    stop_all(ts);
+    free(ts->allowed);
+    ts->allowed = NULL;
+    pthread_mutex_lock(&app->mu);
     app->thread_done = true;
     pthread_cond_broadcast(&app->settled);
     pthread_cond_broadcast(&app->space);
     pthread_mutex_unlock(&app->mu);
-    app_unref(app);
-    return NULL;
+    app_unref(app); /* the thread's */
 }

@@ -373,6 +373,7 @@ void varlog_client_destroy(varlog_client_t *c)
     stats_stop(c);
     /* Appenders first: their threads use the transport, the metadata and the engine. */
     appenders_close_all(c);
+    app_execs_stop(c); /* the threads they shared (appender.threads) */
     subscriptions_close_all(c);
     /* Cancel the network calls and the retry delays so that every call in progress on another
      * thread returns promptly, then wait for them to leave before freeing what they use. The

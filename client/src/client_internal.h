@@ -69,6 +69,9 @@ struct varlog_client {
     client_stats_t cstats; /* varlog/stats.h: the snapshot's counters and the emit thread */
 
     struct varlog_appender *appenders;         /* open appenders (mu); destroy closes them */
+    /* (mu) appender.threads > 0: the threads its appenders share, started as needed */
+    struct app_exec **app_execs;
+    size_t n_app_execs;
     struct varlog_subscription *subscriptions; /* open subscriptions (mu); destroy closes them */
     uint64_t subscriptions_opened;             /* (mu) ever: each one's id */
     /* Subscriptions whose consumer receives its own messages (subscribe.self.receive.max). */
@@ -140,6 +143,9 @@ varlog_err_t client_check_target(varlog_client_t *c, const char *who, int32_t to
 /* appender.c: closes every appender still open, as varlog_appender_close(.., 0) would, and
  * detaches them from the client (their handles then only serve varlog_appender_close). */
 void appenders_close_all(varlog_client_t *c);
+/* The threads appenders shared (appender.threads): stopped and joined once every appender
+ * closed (appender_exec.c). */
+void app_execs_stop(varlog_client_t *c);
 
 /* subscribe.c: ends every subscription still open, as varlog_subscription_close would from
  * another thread, and detaches them from the client (their handles then only serve close

@@ -144,6 +144,15 @@ static const conf_property_t props[] = {
              "bytes",
              "Most payload bytes a pipelined appender holds, counted as "
              "appender.queue.max.records."),
+    INT_PROP("appender.threads", appender_threads, "0", 0, 64, "threads",
+             "0 (the default): each pipelined appender has a thread of its own, which sends its "
+             "batches, completes its Append streams and runs its callbacks. N: the client's "
+             "appenders share N threads (each new appender goes to the one running the fewest), "
+             "started as appenders need them and ended by the client's destroy. Sharing saves a "
+             "thread and its wake-ups per appender, which counts with many appenders at a "
+             "trickle; in exchange a callback that blocks delays every appender of its thread, "
+             "and a callback may not flush or close any of them (STATE) nor wait for room in "
+             "their queues (varlog/appender.h, Threads)."),
     INT_PROP("appender.delivery.timeout.ms", appender_delivery_timeout_ms, "30000", 0, 86400000, MS,
              "Bound on the time from a pipelined append call to its callback: queueing, every "
              "attempt and every backoff. A call whose batch is still unsettled then fails with "

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -25,6 +26,7 @@ varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap)
     /* Sanitizers and valgrind slow everything down; keep timeouts generous there. */
     assert_int_equal(varlog_conf_set(conf, "metadata.call.timeout.ms", "10000", err, sizeof(err)),
                      VARLOG_OK);
+    cf_conf_from_env(conf);
     for (;;) {
         const char *name = va_arg(ap, const char *);
         if (!name)
@@ -34,6 +36,25 @@ varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap)
             fail_msg("%s=%s: %s", name, value, err);
     }
     return conf;
+}
+
+void cf_conf_from_env(varlog_conf_t *conf)
+{
+    const char *list = getenv("VARLOG_TEST_CONF");
+    if (!list)
+        return;
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", list);
+    char *save = NULL;
+    for (char *pair = strtok_r(buf, " ;", &save); pair; pair = strtok_r(NULL, " ;", &save)) {
+        char *eq = strchr(pair, '=');
+        if (!eq)
+            fail_msg("VARLOG_TEST_CONF: %s is not name=value", pair);
+        *eq = '\0';
+        char err[256];
+        if (varlog_conf_set(conf, pair, eq + 1, err, sizeof(err)) != VARLOG_OK)
+            fail_msg("VARLOG_TEST_CONF: %s=%s: %s", pair, eq + 1, err);
+    }
 }
 
 varlog_conf_t *cf_conf(client_fixture_t *f, ...)

@@ -34,6 +34,11 @@ void cf_start_adjusted(client_fixture_t *f, int32_t topics, int32_t log_streams,
 varlog_conf_t *cf_conf(client_fixture_t *f, ...);
 varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap);
 
+/* Sets the pairs of the environment's VARLOG_TEST_CONF ("name=value;name=value") on conf:
+ * how CTest runs a suite again under another setting (appender.threads, for the appender's
+ * suites on a shared thread). cf_conf applies them before the test's own pairs. */
+void cf_conf_from_env(varlog_conf_t *conf);
+
 /* Destroys the client (if still open) and the server. */
 void cf_stop(client_fixture_t *f);
 
