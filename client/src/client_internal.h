@@ -68,7 +68,7 @@ struct varlog_client {
     struct client_counters stats;
     client_stats_t cstats; /* varlog/stats.h: the snapshot's counters and the emit thread */
 
-    struct varlog_appender *appenders;         /* open appenders (mu); destroy closes them */
+    struct varlog_appender *appenders; /* open appenders (mu); destroy closes them */
     /* (mu) appender.threads > 0: the threads its appenders share, started as needed */
     struct app_exec **app_execs;
     size_t n_app_execs;

@@ -22,6 +22,19 @@
  * is matched and the next batch sent without a hand-off between threads. Producer threads
  * only copy records into the transmit queue.
  *
+ * Shared threads (client property appender.threads = N > 0; 0, the default, is the above):
+ * the client's appenders share N such threads instead, each new appender going to the one
+ * that runs the fewest; they start as appenders need them and end with
+ * varlog_client_destroy (closing an appender does not end its thread). A thread does each
+ * round for all its appenders at once (one wake-up, one wait on one completion queue), which
+ * saves a thread and most wake-ups per appender where many appenders each carry a trickle.
+ * Every promise of this header holds per appender as in the default mode, with "the
+ * appender's thread" read as the thread it shares, and these differences: callbacks of all
+ * the appenders of one thread run one at a time, so a callback that blocks delays every one
+ * of them (their sends, answers, deadlines and callbacks: the delivery deadline is then
+ * late by as long as it blocks); and a callback is "on its own appender's thread" for every
+ * appender of its thread (below: QUEUE_FULL at once, STATE for flush and close).
+ *
  * Transmit queue: a fixed set of batch slots allocated when the appender is created
  * (per log stream: appender.pipeline.depth in flight, one waiting, plus the batch being
  * filled), each with room for appender.batch.max.records records and
@@ -128,11 +141,13 @@ typedef struct varlog_append_result {
 } varlog_append_result_t;
 
 /* Runs on the appender's thread, once per append call, never with a library lock held. It
- * may call varlog_appender_append on any appender (on its own appender a full queue gives
- * QUEUE_FULL at once whatever the timeout: only the callback's return can make room) and any
- * client function; varlog_appender_flush and varlog_appender_close on its own appender
+ * may call varlog_appender_append on any appender (on its own appender, or with
+ * appender.threads on any appender of its thread, a full queue gives QUEUE_FULL at once
+ * whatever the timeout: only the callback's return can make room) and any client function;
+ * varlog_appender_flush and varlog_appender_close on its own appender (or one of its thread)
  * return VARLOG_ERR_STATE, and varlog_client_destroy is refused the same way (see there).
- * A slow callback delays the callbacks after it and, once the queue is full, the producers. */
+ * A slow callback delays the callbacks after it (of every appender of its thread) and, once
+ * the queue is full, the producers. */
 typedef void varlog_append_cb(const varlog_append_result_t *result, void *opaque);
 
 /*
@@ -147,7 +162,9 @@ typedef void varlog_append_cb(const varlog_append_result_t *result, void *opaque
  * Blocks: for the refresh an unknown id needs (up to metadata.call.timeout.ms).
  * Errors: INVALID_ARG (NULL client or out, topic id below 1, negative log stream id),
  * UNKNOWN_TOPIC, UNKNOWN_LOG_STREAM, the RPC_* code of a refresh that failed, CLOSED (the
- * client is closing), NOMEM, INTERNAL (the thread could not be started).
+ * client is closing), NOMEM, INTERNAL (the thread, or its completion queue, could not be
+ * started). With appender.threads, the appender joins the shared thread running the fewest
+ * appenders, starting a new one while there are fewer than N.
  */
 VARLOG_API varlog_err_t varlog_appender_new(varlog_client_t *client, int32_t topic_id,
                                             int32_t log_stream_id, varlog_appender_t **out);
@@ -206,7 +223,8 @@ VARLOG_API varlog_err_t varlog_appender_append_ex(varlog_appender_t *app,
  * caller sleeps until the last of those calls has settled (or the timeout): it is woken once,
  * not for every batch that settles meanwhile.
  * Errors: INVALID_ARG (NULL, timeout_ms below -1), TIMED_OUT (calls still pending at the timeout;
- * they go on), STATE (called from one of this appender's callbacks, which would wait for itself).
+ * they go on), STATE (called from one of this appender's callbacks, which would wait for itself;
+ * with appender.threads, from a callback of any appender of its thread).
  */
 VARLOG_API varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t timeout_ms,
                                               size_t *still_pending);
@@ -214,15 +232,17 @@ VARLOG_API varlog_err_t varlog_appender_flush(varlog_appender_t *app, int64_t ti
 /*
  * Stops intake (later appends fail with CLOSED), flushes for up to timeout_ms, then ends the
  * appender's streams: calls still queued get CLOSED and NOT_APPENDED, calls in flight get
- * CLOSED and MAYBE_APPENDED, each through its callback. Then joins the appender's thread and
+ * CLOSED and MAYBE_APPENDED, each through its callback. Then joins the appender's thread (a
+ * shared one, appender.threads: waits until it let the appender go, in its next round) and
  * frees the appender; *app is set to NULL. No callback of this appender runs after close
  * returns.
  * Blocks: up to timeout_ms for the flush (-1, or any negative value, = until every call
  * settled, however long the retries take: close never refuses to close), then for as long as the
- * remaining callbacks take to run; ending the streams does not wait for the network. Accepts NULL
- * and *app NULL. Errors: OK when every call queued before close was settled by the flush, TIMED_OUT
- * when some had to be failed with CLOSED, STATE (called from one of its own callbacks: nothing is
- * done).
+ * remaining callbacks take to run (on a shared thread, also the round it is in: the callbacks of
+ * its other appenders); ending the streams does not wait for the network. Accepts NULL and *app
+ * NULL. Errors: OK when every call queued before close was settled by the flush, TIMED_OUT when
+ * some had to be failed with CLOSED, STATE (called from one of its own callbacks, or with
+ * appender.threads from a callback of any appender of its thread: nothing is done).
  */
 VARLOG_API varlog_err_t varlog_appender_close(varlog_appender_t **app, int64_t timeout_ms);
 
