@@ -92,9 +92,11 @@ def ints(v):
 def c_write(args, cluster, shape, size, producers, out):
     flags = ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic), "-size", str(size),
              "-producers", str(producers), f"-benchtime={args.benchtime}"]
-    if shape == "perls":
+    if shape in ("perls", "shared"):
         flags += ["-appenders", "per-ls"]
         name = "AppenderPerLS"
+        if shape == "shared":
+            flags += ["-X", f"appender.threads={args.shared_threads}"]
     else:
         flags += ["-logstream", "0"]
         name = "Appender"
@@ -118,12 +120,17 @@ def go_write(args, cluster, size, out):
     return run_go(args, cluster, extra, "append", out, size=size, who=WHO)
 
 
+# C's shapes: one topic-wide appender; an appender per log stream, each on its own thread;
+# the same on --shared-threads threads (appender.threads).
+WRITE_SHAPES = ("topic", "perls", "shared")
+
+
 def write_rounds(args, cluster, k, out, results):
-    """results[(k, size, producers)]: one dict per round, {"topic", "perls", "go"}."""
+    """results[(k, size, producers)]: one dict per round, {"topic", "perls", "shared", "go"}."""
     for rnd in range(args.rounds):
         for size in ints(args.sizes):
             steps = [("go", None)] + [(s, p) for p in ints(args.producers)
-                                      for s in ("topic", "perls")]
+                                      for s in WRITE_SHAPES]
             if rnd % 2:
                 steps.reverse()
             got = {}
@@ -137,8 +144,7 @@ def write_rounds(args, cluster, k, out, results):
                 out.flush()
             for p in ints(args.producers):
                 results.setdefault((k, size, p), []).append(
-                    {"topic": got.get(("topic", p)), "perls": got.get(("perls", p)),
-                     "go": got.get("go")})
+                    dict({s: got.get((s, p)) for s in WRITE_SHAPES}, go=got.get("go")))
 
 
 # ---- reads ------------------------------------------------------------------------------
@@ -171,10 +177,20 @@ def c_read(args, cluster, row, n, out, extra=()):
 def read_rounds(args, cluster, k, out, results):
     """results[("topic"|"each", k)]: one dict per round, {"c", "go"}."""
     subs = min(args.subs, k)
+    last_each_n, last_each_go = 0, None
     for rnd in range(args.rounds):
-        for form in ("topic", "each"):
+        for form in ("topic", "each", "each-shared"):
             log(f"{WHO}: k={k} round {rnd + 1}/{args.rounds}: read {form}")
-            if form == "each" and k not in ints(args.each_ks):
+            if form != "topic" and k not in ints(args.each_ks):
+                continue
+            if form == "each-shared":
+                # The same 8 subscriptions on --shared-threads threads
+                # (subscribe.handler.threads), against the Go run of "each" in this round.
+                c = c_read(args, cluster, "SubscribeToEach/", last_each_n, out,
+                           ["-subs", str(subs), "-X",
+                            f"subscribe.handler.threads={args.shared_threads}"])
+                results.setdefault((form, k), []).append({"c": c, "go": last_each_go})
+                out.flush()
                 continue
             extra = ["--appenders", "0", "--subscribers", "1", "--subscribe-size",
                      str(args.go_subscribe_size), "--duration", f"{args.read_seconds}s"]
@@ -198,6 +214,7 @@ def read_rounds(args, cluster, k, out, results):
                 c = c_read(args, cluster, "Subscribe/iter/", n, out)
             else:
                 c = c_read(args, cluster, "SubscribeToEach/", n, out, ["-subs", str(subs)])
+                last_each_n, last_each_go = n, g
             results.setdefault((form, k), []).append({"c": c, "go": g})
             out.flush()
 
@@ -208,13 +225,19 @@ def read_rounds(args, cluster, k, out, results):
 def handles_rounds(args, cluster, k, out, results):
     """results[(shape, k)]: one dict per round, {"c"}."""
     for rnd in range(args.rounds):
-        shapes = ["bound", "topic"] if rnd % 2 == 0 else ["topic", "bound"]
+        shapes = ["bound", "shared", "topic"]
+        if rnd % 2:
+            shapes.reverse()
         for shape in shapes:
             log(f"{WHO}: k={k} round {rnd + 1}/{args.rounds}: {args.handles} handles, {shape}")
-            flags = sub_flags(cluster) + ["-shape", shape, "-handles", str(args.handles),
+            flags = sub_flags(cluster) + ["-shape", "topic" if shape == "topic" else "bound",
+                                          "-handles", str(args.handles),
                                           "-rate", str(args.handle_rate),
                                           "-warmup", str(args.handles_warmup),
                                           "-seconds", str(args.handles_seconds)]
+            if shape == "shared":
+                flags += ["-X", f"appender.threads={args.shared_threads}",
+                          "-X", f"subscribe.handler.threads={args.shared_threads}"]
             m = run_c(args, "bench_handles", flags, None, out, who=WHO)
             c = None
             if m:
@@ -265,21 +288,40 @@ def write_table(results, args):
             f"| {fmt(ratio(rate['perls'], rate['go']))} | {fmt(rss['topic'], 0)} "
             f"| {fmt(rss['perls'], 0)} | {fmt(rss['go'], 0)} | {fmt(thr['topic'], 0)} "
             f"| {fmt(thr['perls'], 0)} | {fmt(thr['go'], 0)} |")
+    lines += ["", f"An appender per log stream, on {args.shared_threads} shared thread(s) "
+              "(appender.threads), against the same shape on a thread each and against Go:", "",
+              "| k | size | producers | records/s C per-ls shared | C per-ls | Go "
+              "| CPU µs/record C per-ls shared | C per-ls | Go | C/Go CPU shared | C/Go rate shared "
+              "| shared/own CPU | max RSS MB C per-ls shared | threads C per-ls shared |",
+              "|" + "---|" * 14]
+    for (k, size, p), rs in sorted(results.items()):
+        rate = {w: med(rs, w, "rate") for w in ("shared", "perls", "go")}
+        cpu = {w: med(rs, w, "cpu_us") for w in ("shared", "perls", "go")}
+        lines.append(
+            f"| {k} | {size} | {p} | {fmt(rate['shared'])} | {fmt(rate['perls'])} "
+            f"| {fmt(rate['go'])} | {fmt(cpu['shared'])} | {fmt(cpu['perls'])} "
+            f"| {fmt(cpu['go'])} | {fmt(ratio(cpu['shared'], cpu['go']))} "
+            f"| {fmt(ratio(rate['shared'], rate['go']))} "
+            f"| {fmt(ratio(cpu['shared'], cpu['perls']))} "
+            f"| {fmt(med(rs, 'shared', 'rss_mb'), 0)} | {fmt(med(rs, 'shared', 'threads'), 0)} |")
     return "\n".join(lines)
 
 
-def read_table(results):
+def read_table(results, shared_threads):
     lines = ["| read | k | entries/s C | Go | CPU µs/entry C | Go | C/Go rate | C/Go CPU "
              "| max RSS MB C | Go | threads C | Go | entries C read |",
              "|" + "---|" * 13]
-    names = {"topic": "1 topic-wide subscription", "each": "1 subscription per log stream"}
+    names = {"topic": "1 topic-wide subscription", "each": "1 subscription per log stream",
+             "each-shared": "1 subscription per log stream"}
     for (form, k), rs in sorted(results.items(), key=lambda x: (x[0][0] != "topic", x[0][1])):
         rate = {w: med(rs, w, "rate") for w in ("c", "go")}
         cpu = {w: med(rs, w, "cpu_us") for w in ("c", "go")}
         label = names[form]
-        if form == "each":
+        if form != "topic":
             targets = med(rs, "go", "targets")
             label = f"{int(targets) if targets else '?'} subscriptions of 1 log stream each"
+            if form == "each-shared":
+                label += f", on {shared_threads} shared thread(s)"
         lines.append(
             f"| {label} | {k} | {fmt(rate['c'])} | {fmt(rate['go'])} | {fmt(cpu['c'])} "
             f"| {fmt(cpu['go'])} | {fmt(ratio(rate['c'], rate['go']))} "
@@ -295,6 +337,9 @@ def handles_table(results, args):
              "|" + "---|" * 9]
     names = {"bound": f"{args.handles} bound appenders + {args.handles} handler "
              f"subscriptions, {args.handle_rate} records/s each",
+             "shared": f"the same {args.handles} + {args.handles} handles on "
+             f"{args.shared_threads} shared thread(s) each (appender.threads, "
+             "subscribe.handler.threads)",
              "topic": "the same records: 1 topic-wide appender + 1 topic-wide subscription"}
     for (shape, k), rs in sorted(results.items()):
         lines.append(
@@ -313,7 +358,7 @@ def per_round(writes, reads, handles):
         for i, r in enumerate(rs):
             lines.append(f"write k={k} {size} B P={p} round {i + 1}  "
                          + "  ".join(f"{w}: {cell(r[w], 'record')}"
-                                     for w in ("topic", "perls", "go")))
+                                     for w in WRITE_SHAPES + ("go",)))
     for (form, k), rs in sorted(reads.items()):
         for i, r in enumerate(rs):
             lines.append(f"read {form} k={k} round {i + 1}  "
@@ -366,6 +411,9 @@ def parse_args():
                     "Go's Subscribe allocates a channel of that many results, so 1000000 "
                     "cost it 391 MB RSS at k=8 and 803 entries/s at k=256)")
     ap.add_argument("--handles", type=int, default=64)
+    ap.add_argument("--shared-threads", type=int, default=2,
+                    help="appender.threads and subscribe.handler.threads of the shared rows "
+                    "(per-ls writes, 8 single-log-stream reads, handles): 2")
     ap.add_argument("--handle-rate", type=int, default=100, help="records/s per handle")
     ap.add_argument("--handles-seconds", type=int)
     ap.add_argument("--handles-warmup", type=int)
@@ -456,7 +504,7 @@ def main():
     if writes:
         parts.append(write_table(writes, args))
     if reads:
-        parts.append(read_table(reads))
+        parts.append(read_table(reads, args.shared_threads))
     if handles:
         parts.append(handles_table(handles, args))
     for e in exact:
