@@ -20,6 +20,8 @@ in an order reversed from round to round:
   C per-ls  bench_append -appenders per-ls -producers P: one client, one appender bound to
             each of the k log streams, each producer appending runs of B records to one
             appender then the next;
+  C shared  the same with -X appender.threads=--shared-threads (2): the k appenders share
+            that many threads;
   Go        benchmark --target T:L for each of the k log streams, --appenders 1
             --batch-size B --pipeline-size D (one client and one goroutine calling AppendBatch
             per log stream: k x D batches in flight at most, as both C shapes). Go's offered
@@ -34,12 +36,15 @@ counts); then, per round:
   each        Go: benchmark with --target T:L --subscribers 1 for the first --subs (8) log
               streams (SubscribeTo, one client each); C: bench_subscribe -nofill -subs 8
               SubscribeToEach (one client, 8 varlog_subscribe_to handler subscriptions) for
-              as many entries, split evenly.
+              as many entries, split evenly;
+  each-shared C only, right after "each" and against its Go run: the same 8 subscriptions
+              on --shared-threads threads (subscribe.handler.threads).
 Handles (k = --handles-k, 64 by default: one log stream per handle): bench_handles -shape
 bound (--handles 64 bound appenders and 64 handler subscriptions tailing their log streams,
-one record per appender every 1/--handle-rate s) and -shape topic (the same records through
-one topic-wide appender and one topic-wide subscription), C only (Go's benchmark cannot pace
-its appends).
+one record per appender every 1/--handle-rate s), the same on --shared-threads threads
+(appender.threads and subscribe.handler.threads), and -shape topic (the same records
+through one topic-wide appender and one topic-wide subscription), C only (Go's benchmark
+cannot pace its appends).
 Exactness (--exact-bytes, default 0 = skip; k = --exact-k, 32): bench_exact writes that much
 payload through every log stream (an appender per log stream) and reads it back topic-wide,
 checking every record.
