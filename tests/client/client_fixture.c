@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -25,6 +26,13 @@ varlog_conf_t *cf_conf_va(client_fixture_t *f, va_list ap)
     /* Sanitizers and valgrind slow everything down; keep timeouts generous there. */
     assert_int_equal(varlog_conf_set(conf, "metadata.call.timeout.ms", "10000", err, sizeof(err)),
                      VARLOG_OK);
+    /* The same tests in the shared handler-thread mode (tests/client/CMakeLists.txt
+     * registers the subscribe tests again with it); the test's own pairs still win. */
+    const char *shared = getenv("VARLOG_TEST_HANDLER_THREADS");
+    if (shared && *shared)
+        assert_int_equal(
+            varlog_conf_set(conf, "subscribe.handler.threads", shared, err, sizeof(err)),
+            VARLOG_OK);
     for (;;) {
         const char *name = va_arg(ap, const char *);
         if (!name)
