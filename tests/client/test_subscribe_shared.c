@@ -143,10 +143,15 @@ static void test_many_in_order(void **state)
     t_start(n, "1");
     int before = threads_named("varlog-sub");
     subscribe_all((uint64_t)n + 1);
-    /* Tailing: the entries come while the subscriptions wait, from both log streams. */
-    stu_append_n(T.f.client, &T.log, TOPIC, 0, n, 0, 1);
-    wait_all(n);
+    /* Tailing: the entries come while the subscriptions wait, from both log streams. The
+     * threads are counted midway, while every subscription runs (a subscription's own
+     * thread ends with its range). */
+    stu_append_n(T.f.client, &T.log, TOPIC, 0, n / 2, 0, 1);
+    for (int i = 0; i < SUBS; i++)
+        assert_true(stu_wait_n(&T.sink[i], n / 2, bound_ms()));
     int during = threads_named("varlog-sub");
+    stu_append_n(T.f.client, &T.log, TOPIC, 0, n / 2, 0, 11);
+    wait_all(n);
     for (int i = 0; i < SUBS; i++) {
         stu_verify(&T.sink[i], &T.log, TOPIC, 0, 1, n);
         assert_int_equal(T.sink[i].ends, 1);
@@ -177,9 +182,12 @@ static void test_two_threads(void **state)
     const long n = 200;
     t_start(n, "2");
     subscribe_all((uint64_t)n + 1);
-    stu_append_n(T.f.client, &T.log, TOPIC, 0, n, 0, 2);
-    wait_all(n);
+    stu_append_n(T.f.client, &T.log, TOPIC, 0, n / 2, 0, 2);
+    for (int i = 0; i < SUBS; i++)
+        assert_true(stu_wait_n(&T.sink[i], n / 2, bound_ms()));
     int during = threads_named("varlog-sub");
+    stu_append_n(T.f.client, &T.log, TOPIC, 0, n / 2, 0, 12);
+    wait_all(n);
     for (int i = 0; i < SUBS; i++)
         stu_verify(&T.sink[i], &T.log, TOPIC, 0, 1, n);
     assert_int_equal(during, 2);
@@ -377,6 +385,51 @@ static void test_dropped_streams_reconnect(void **state)
     t_finish();
 }
 
+static bool all_resubscribed(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < SUBS; i++) {
+        varlog_subscription_stats_t st;
+        if (varlog_subscription_stats(T.sub[i], &st) != VARLOG_OK || st.resubscribes == 0)
+            return false;
+    }
+    return true;
+}
+
+/* The server stops under 20 tailing subscriptions and comes back: every stream of every
+ * subscription broke at once, and each one reconnects and delivers every entry once. */
+static void test_restart(void **state)
+{
+    (void)state;
+    const long before = 100, after = 100;
+    memset(&T, 0, sizeof(T));
+    cf_start(&T.f, 1, 2, "subscribe.handler.threads", "1", "subscribe.retry.backoff.ms", "5",
+             "subscribe.retry.backoff.max.ms", "100", "append.retries", "50",
+             "append.retry.backoff.ms", "5", "append.retry.backoff.max.ms", "100", NULL);
+    stu_log_init(&T.log, (size_t)(before + after) + 64);
+    for (int i = 0; i < SUBS; i++)
+        stu_sink_init(&T.sink[i], before + after);
+    atu_bad_reset();
+    T.started = true;
+    subscribe_all(VARLOG_GLSN_MAX);
+    stu_append_n(T.f.client, &T.log, TOPIC, 0, before, 0, 9);
+    for (int i = 0; i < SUBS; i++)
+        assert_true(stu_wait_n(&T.sink[i], before, bound_ms()));
+    assert_int_equal(varlog_server_stop(T.f.srv), VARLOG_OK);
+    /* The outage is felt by every subscription before the server comes back. */
+    assert_true(test_wait_until(all_resubscribed, NULL, bound_ms()));
+    assert_int_equal(varlog_server_restart(T.f.srv), VARLOG_OK);
+    stu_append_n(T.f.client, &T.log, TOPIC, 0, after, 0, 10);
+    for (int i = 0; i < SUBS; i++) {
+        if (!stu_wait_n(&T.sink[i], before + after, bound_ms()))
+            fail_msg("subscription %d: %ld of %ld entries after the restart", i,
+                     stu_sink_n(&T.sink[i]), before + after);
+        stu_verify(&T.sink[i], &T.log, TOPIC, 0, 1, before + after);
+        assert_int_equal(T.sink[i].ends + T.sink[i].errors, 0);
+    }
+    t_finish();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +439,7 @@ int main(void)
         cmocka_unit_test_teardown(test_close_from_handlers, teardown),
         cmocka_unit_test_teardown(test_close_concurrently, teardown),
         cmocka_unit_test_teardown(test_dropped_streams_reconnect, teardown),
+        cmocka_unit_test_teardown(test_restart, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
