@@ -3,6 +3,7 @@
  *
  *   bench_handles [-mr HOST:PORT[,...]] [-topic ID] [-server PATH] [-shape bound|topic]
  *                 [-handles H] [-rate R] [-size BYTES] [-warmup S] [-seconds S]
+ *                 [-handler-threads N]
  *
  * shape bound (default): one client holding H appenders, appender i bound to log stream
  * i mod L of the topic's L log streams, and H handler subscriptions (varlog_subscribe_to,
@@ -15,6 +16,10 @@
  * shape topic: the same records (H calls of one record each 1/R s) through one topic-wide
  * appender, and one topic-wide subscription (varlog_subscribe) tailing the topic from its
  * end: the same total load on two handles.
+ *
+ * -handler-threads N sets subscribe.handler.threads (default 0: the client's default, a
+ * thread per handler subscription; N >= 1: the subscriptions share N threads), and the
+ * benchmark's name then says so (/handler-threads=N).
  *
  * Every appender uses the client's defaults (linger, batch, depth). After -warmup seconds
  * (default 2) the process's user + system CPU, voluntary + involuntary context switches,
@@ -67,7 +72,7 @@ static const char *cluster_address;
 static const char *server_program = VARLOG_SERVER_PROGRAM;
 static int32_t topic_id = 1, unused_log_stream, size = 128;
 static bool unused_inproc, shape_topic;
-static int32_t handles = 64, rate = 100, warmup_s = 2, seconds = 10;
+static int32_t handles = 64, rate = 100, warmup_s = 2, seconds = 10, handler_threads;
 
 static uint8_t payload[MAX_SIZE];
 
@@ -175,11 +180,14 @@ static bool take_flags(int argc, char **argv)
         } else if (bench_flag(argc, argv, &i, "seconds", true, &v)) {
             if (!v || !bench_parse_int(argv[0], "seconds", v, 1, &seconds))
                 return false;
+        } else if (bench_flag(argc, argv, &i, "handler-threads", true, &v)) {
+            if (!v || !bench_parse_int(argv[0], "handler-threads", v, 0, &handler_threads))
+                return false;
         } else {
             fprintf(stderr,
                     "usage: %s [-mr HOST:PORT[,...]] [-topic ID] [-server PATH] "
                     "[-shape bound|topic] [-handles H] [-rate R] [-size BYTES] [-warmup S] "
-                    "[-seconds S]\n",
+                    "[-seconds S] [-handler-threads N]\n",
                     argv[0]);
             return false;
         }
@@ -212,7 +220,10 @@ int main(int argc, char **argv)
             return 1;
         address = child_addr;
     }
-    if (bench_client_open(address, NULL, &client) != 0)
+    char threads_value[16];
+    snprintf(threads_value, sizeof(threads_value), "%d", handler_threads);
+    const char *conf_extra[] = {"subscribe.handler.threads", threads_value, NULL};
+    if (bench_client_open(address, conf_extra, &client) != 0)
         goto out;
     varlog_err_t err = varlog_client_log_streams(client, topic_id, ids, MAX_HANDLES, &n_ls);
     if (err != VARLOG_OK || n_ls == 0 || n_ls > MAX_HANDLES) {
@@ -356,14 +367,17 @@ int main(int argc, char **argv)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double secs = (double)(t1 - t0) / 1e9, recs = (double)(app1 - app0);
-    printf("BenchmarkHandles/shape=%s/handles=%d/rate=%d/size=%d-%ld\t%llu\t%.0f ns/op"
+    char threads_tag[40] = "";
+    if (handler_threads > 0)
+        snprintf(threads_tag, sizeof(threads_tag), "/handler-threads=%d", handler_threads);
+    printf("BenchmarkHandles/shape=%s/handles=%d/rate=%d/size=%d%s-%ld\t%llu\t%.0f ns/op"
            "\t%.1f records/s\t%.1f entries/s\t%.0f cpu-us/s\t%.3f cpu-us/record\t%.1f ctxsw/s"
            "\t%d threads\t%.1f maxrss-MB\n",
-           shape_topic ? "topic" : "bound", handles, rate, size, sysconf(_SC_NPROCESSORS_ONLN),
-           (unsigned long long)(app1 - app0), recs > 0 ? (double)(t1 - t0) / recs : 0, recs / secs,
-           (double)(ent1 - ent0) / secs, (double)(cpu1 - cpu0) / secs,
-           recs > 0 ? (double)(cpu1 - cpu0) / recs : 0, (double)(csw1 - csw0) / secs, threads,
-           (double)ru.ru_maxrss / 1024.0);
+           shape_topic ? "topic" : "bound", handles, rate, size, threads_tag,
+           sysconf(_SC_NPROCESSORS_ONLN), (unsigned long long)(app1 - app0),
+           recs > 0 ? (double)(t1 - t0) / recs : 0, recs / secs, (double)(ent1 - ent0) / secs,
+           (double)(cpu1 - cpu0) / secs, recs > 0 ? (double)(cpu1 - cpu0) / recs : 0,
+           (double)(csw1 - csw0) / secs, threads, (double)ru.ru_maxrss / 1024.0);
     fflush(stdout);
     rc = 0;
 out:

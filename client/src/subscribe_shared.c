@@ -117,10 +117,18 @@ static void unready_locked(sub_shared_t *g, varlog_subscription_t *sub)
 
 void sub_shared_wake(varlog_subscription_t *sub)
 {
+    /* Under sub->mu (the order: a stream's lock, sub->mu, the thread's mu): once the thread
+     * retired the subscription (shut), the client's destroy may free the thread's slot while
+     * the handle lives on, and a late wake (a close of the handle, a gap lookup's answer)
+     * must not touch it. */
     sub_shared_t *g = sub->shared;
-    pthread_mutex_lock(&g->mu);
-    ready_locked(g, sub);
-    pthread_mutex_unlock(&g->mu);
+    pthread_mutex_lock(&sub->mu);
+    if (!sub->shut) {
+        pthread_mutex_lock(&g->mu);
+        ready_locked(g, sub);
+        pthread_mutex_unlock(&g->mu);
+    }
+    pthread_mutex_unlock(&sub->mu);
 }
 
 bool sub_shared_on_thread(const varlog_subscription_t *sub)
