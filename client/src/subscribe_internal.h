@@ -6,7 +6,8 @@
  * lifecycle) and subscribe_merge.c (the streams, the merge, failures and resubscription).
  *
  * One consumer at a time runs the merge (sub_step): the subscription's thread in the handler
- * form, the caller of varlog_subscription_next in the iterator form. Everything below marked
+ * form (or the shared thread it was given to, subscribe_shared.c), the caller of
+ * varlog_subscription_next in the iterator form. Everything below marked
  * "consumer" is touched by it alone, without a lock. `mu` guards the rest: the list of log
  * streams with news (filled by the streams' notify hooks, which run inside the consumer's
  * poll of the subscription's poller and hold the stream's lock while they take mu, so mu is

@@ -66,6 +66,7 @@ static const struct prop_case cases[] = {
     {"subscribe.retry.backoff.max.ms", "2000", "600000", "2s", "0", "600001", "[1, 600000]"},
     {"subscribe.stall.timeout.ms", "5000", "0", "5s", "-1", "3600001", "[0, 3600000]"},
     {"subscribe.self.receive.max", "8", "0", "eight", "-1", "1000001", "[0, 1000000]"},
+    {"subscribe.handler.threads", "0", "4", "four", "-1", "1025", "[0, 1024]"},
     {"subscribe.wakeup.entries", "16", "1", "sixteen", "0", "1000001", "[1, 1000000]"},
     {"subscribe.wakeup.wait.us", "500", "0", "500us", "-1", "10000001", "[0, 10000000]"},
     {"subscribe.stage.timing", "false", "true", "sometimes", NULL, NULL, NULL},
