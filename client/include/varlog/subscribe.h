@@ -112,7 +112,11 @@
  *     handler of it runs then or later. Two shared threads whose handlers close each other's
  *     subscriptions can deadlock, as two own threads can;
  *   - subscribe.self.receive.max does not count these subscriptions: each shared thread
- *     receives its own subscriptions' messages (subscribe.wakeup.* do not apply to them).
+ *     receives its own subscriptions' messages (subscribe.wakeup.* do not apply to them);
+ *   - clock reads with stage timing off: still none per entry; a subscription reads the
+ *     clock once each time it runs out of buffered entries, and the thread once per poll
+ *     (its deadline is the next periodic check of its subscriptions), including polls that
+ *     bring a completion with no entry.
  * What stays: each subscription's entries come in order, each once; its handlers never run
  * concurrently with each other, never on gRPC's threads, never with a library lock held;
  * exactly one of on_end / on_error unless closed first; a handler may call any function of
