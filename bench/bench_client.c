@@ -28,6 +28,18 @@ static bool take_x_pair(const char *prog, const char *v)
     return true;
 }
 
+void bench_conf_tag(char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n_x_pairs && len < cap; i++) {
+        int n = snprintf(out + len, cap - len, "/%s=%s", x_pairs[2 * i], x_pairs[2 * i + 1]);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+}
+
 int bench_client_open(const char *address, const char *const *extra, varlog_client_t **out)
 {
     varlog_conf_t *conf = varlog_conf_new();

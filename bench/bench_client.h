@@ -15,6 +15,10 @@
  * stderr. */
 int bench_client_open(const char *address, const char *const *extra, varlog_client_t **out);
 
+/* The -X pairs as a benchmark name's tail ("/name=value" each; "" without any), into out
+ * (cap bytes, truncated). */
+void bench_conf_tag(char *out, size_t cap);
+
 /* Into out (cap bytes): the address of the primary storage node of topic's log_stream in
  * client's metadata. 0, or -1 after a message on stderr naming what is missing. */
 int bench_primary_of(varlog_client_t *client, int32_t topic, int32_t log_stream, char *out,

@@ -3,6 +3,7 @@
  *
  *   bench_handles [-mr HOST:PORT[,...]] [-topic ID] [-server PATH] [-shape bound|topic]
  *                 [-handles H] [-rate R] [-size BYTES] [-warmup S] [-seconds S]
+ *                 [-X name=value ...]
  *
  * shape bound (default): one client holding H appenders, appender i bound to log stream
  * i mod L of the topic's L log streams, and H handler subscriptions (varlog_subscribe_to,
@@ -15,6 +16,10 @@
  * shape topic: the same records (H calls of one record each 1/R s) through one topic-wide
  * appender, and one topic-wide subscription (varlog_subscribe) tailing the topic from its
  * end: the same total load on two handles.
+ *
+ * -X name=value sets a client property, and the benchmark's name then says so
+ * (/name=value): -X appender.threads=N and -X subscribe.handler.threads=N put the handles
+ * on N shared threads of each kind.
  *
  * Every appender uses the client's defaults (linger, batch, depth). After -warmup seconds
  * (default 2) the process's user + system CPU, voluntary + involuntary context switches,
@@ -179,7 +184,7 @@ static bool take_flags(int argc, char **argv)
             fprintf(stderr,
                     "usage: %s [-mr HOST:PORT[,...]] [-topic ID] [-server PATH] "
                     "[-shape bound|topic] [-handles H] [-rate R] [-size BYTES] [-warmup S] "
-                    "[-seconds S]\n",
+                    "[-seconds S] [-X name=value ...]\n",
                     argv[0]);
             return false;
         }
@@ -356,14 +361,16 @@ int main(int argc, char **argv)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double secs = (double)(t1 - t0) / 1e9, recs = (double)(app1 - app0);
-    printf("BenchmarkHandles/shape=%s/handles=%d/rate=%d/size=%d-%ld\t%llu\t%.0f ns/op"
+    char conf_tag[256];
+    bench_conf_tag(conf_tag, sizeof(conf_tag));
+    printf("BenchmarkHandles/shape=%s/handles=%d/rate=%d/size=%d%s-%ld\t%llu\t%.0f ns/op"
            "\t%.1f records/s\t%.1f entries/s\t%.0f cpu-us/s\t%.3f cpu-us/record\t%.1f ctxsw/s"
            "\t%d threads\t%.1f maxrss-MB\n",
-           shape_topic ? "topic" : "bound", handles, rate, size, sysconf(_SC_NPROCESSORS_ONLN),
-           (unsigned long long)(app1 - app0), recs > 0 ? (double)(t1 - t0) / recs : 0, recs / secs,
-           (double)(ent1 - ent0) / secs, (double)(cpu1 - cpu0) / secs,
-           recs > 0 ? (double)(cpu1 - cpu0) / recs : 0, (double)(csw1 - csw0) / secs, threads,
-           (double)ru.ru_maxrss / 1024.0);
+           shape_topic ? "topic" : "bound", handles, rate, size, conf_tag,
+           sysconf(_SC_NPROCESSORS_ONLN), (unsigned long long)(app1 - app0),
+           recs > 0 ? (double)(t1 - t0) / recs : 0, recs / secs, (double)(ent1 - ent0) / secs,
+           (double)(cpu1 - cpu0) / secs, recs > 0 ? (double)(cpu1 - cpu0) / recs : 0,
+           (double)(csw1 - csw0) / secs, threads, (double)ru.ru_maxrss / 1024.0);
     fflush(stdout);
     rc = 0;
 out:

@@ -375,6 +375,7 @@ void varlog_client_destroy(varlog_client_t *c)
     appenders_close_all(c);
     app_execs_stop(c); /* the threads they shared (appender.threads) */
     subscriptions_close_all(c);
+    sub_shared_stop_all(c); /* after their subscriptions: the threads end with the last one */
     /* Cancel the network calls and the retry delays so that every call in progress on another
      * thread returns promptly, then wait for them to leave before freeing what they use. The
      * refresher is joined only after its call was cancelled: joining it first would wait for

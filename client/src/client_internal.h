@@ -76,6 +76,9 @@ struct varlog_client {
     uint64_t subscriptions_opened;             /* (mu) ever: each one's id */
     /* Subscriptions whose consumer receives its own messages (subscribe.self.receive.max). */
     atomic_int self_receiving;
+    /* subscribe.handler.threads >= 1: the shared threads (subscribe_shared.c), allocated by
+     * the first handler-form subscription (mu), freed by destroy. */
+    struct sub_shared *shared_subs;
 };
 
 /* Marks the calling thread, for its lifetime, as one of c's own: an appender's, a
@@ -155,6 +158,10 @@ void subscriptions_close_all(varlog_client_t *c);
 /* subscribe.c: joins the threads of subscriptions closed from their handlers that finished
  * shutting down, and drops them from the client's list. Never on a subscription's thread. */
 void subscriptions_reap(varlog_client_t *c);
+
+/* subscribe_shared.c: varlog_client_destroy, once every subscription closed, joins the
+ * shared handler threads (subscribe.handler.threads) and frees them. */
+void sub_shared_stop_all(varlog_client_t *c);
 
 /* append.c: the limits one append call's records must keep, and the names the error texts
  * give them. */

@@ -42,6 +42,7 @@ struct varlog_conf {
     int64_t subscribe_retry_backoff_max_ms;
     int64_t subscribe_stall_timeout_ms; /* 0 = never */
     int64_t subscribe_self_receive_max; /* subscriptions per client with their own poller */
+    int64_t subscribe_handler_threads;  /* 0 = a thread per handler subscription */
     int64_t subscribe_wakeup_entries;   /* past that: 1 = wake at every entry */
     int64_t subscribe_wakeup_wait_us;   /* past that: 0 = no batching of wake-ups */
     bool subscribe_stage_timing;        /* clock reads per entry for the stage timings */

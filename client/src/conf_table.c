@@ -208,6 +208,17 @@ static const conf_property_t props[] = {
              "hundreds of consumers each waiting inside gRPC's poller, 500 handler "
              "subscriptions beside 1,000 appenders took three times the CPU of one receiving "
              "thread (69 against 22 s, test_resource_bounds)."),
+    INT_PROP("subscribe.handler.threads", subscribe_handler_threads, "0", 0, 64, "threads",
+             "0: each handler-form subscription (varlog_subscribe, varlog_subscribe_to with "
+             "handlers) has its own thread (varlog-sub). N >= 1: the client's handler-form "
+             "subscriptions share N threads (varlog-sub), each subscription given to the one "
+             "serving the fewest, created when a subscription needs it and ended when its last "
+             "subscription closed; each thread receives its subscriptions' messages on one "
+             "poller and runs their handlers one at a time, so a handler that blocks delays the "
+             "other subscriptions of its thread (varlog/subscribe.h, \"Shared threads\"). For "
+             "many subscriptions of low rate: 64 at 100 entries/s each ran 64 threads and "
+             "their context switches otherwise. Iterator-form subscriptions are not affected; "
+             "shared ones do not count against subscribe.self.receive.max."),
     INT_PROP("subscribe.wakeup.entries", subscribe_wakeup_entries, "16", 1, 1000000, "entries",
              "For subscriptions past subscribe.self.receive.max: while one is busy (its "
              "consumer took at least this many entries since it last slept), its consumer "

@@ -46,6 +46,14 @@ static void sub_shutdown(varlog_subscription_t *sub)
     pthread_mutex_unlock(&sub->mu);
     sub_wake(sub); /* a consumer polling for news must see closing */
     pthread_mutex_lock(&sub->mu);
+    if (sub->shared) {
+        /* Its shared thread shuts it down (subscribe_shared.c): after that, none of its
+         * handlers runs or will. */
+        while (!sub->shut)
+            pthread_cond_wait(&sub->idle, &sub->mu);
+        pthread_mutex_unlock(&sub->mu);
+        return;
+    }
     if (sub->shut || sub->shutting) {
         while (!sub->shut)
             pthread_cond_wait(&sub->idle, &sub->mu);
@@ -89,15 +97,14 @@ static bool client_unlink_locked(varlog_client_t *c, varlog_subscription_t *sub)
     return false;
 }
 
-static bool client_unlink(varlog_subscription_t *sub)
+void sub_client_unlink(varlog_subscription_t *sub)
 {
     if (!atomic_load(&sub->in_client))
-        return false;
+        return;
     varlog_client_t *c = sub->c;
     pthread_mutex_lock(&c->mu);
-    bool found = client_unlink_locked(c, sub);
+    client_unlink_locked(c, sub);
     pthread_mutex_unlock(&c->mu);
-    return found;
 }
 
 /* The thread of a subscription closed from its handler, once it shut the subscription down:
@@ -148,7 +155,7 @@ void subscriptions_close_all(varlog_client_t *c)
         /* Closed from its handler: its thread shut it down (or is doing so) and waits to be
          * joined; destroy joins every thread before it frees the client. */
         pthread_mutex_lock(&sub->mu);
-        bool self_closed = sub->detached;
+        bool self_closed = sub->detached && !sub->shared; /* a shared thread is not its own */
         pthread_mutex_unlock(&sub->mu);
         if (self_closed)
             join_self_closed(sub);
@@ -162,7 +169,16 @@ void varlog_subscription_close(varlog_subscription_t **subp)
         return;
     varlog_subscription_t *sub = *subp;
     *subp = NULL;
-    if (sub->thread_started && pthread_equal(pthread_self(), sub->thread)) {
+    if (sub_shared_on_thread(sub)) {
+        /* From a handler on its shared thread (its own or another subscription's): the
+         * thread shuts it down when it next looks at it, before it runs any handler of it;
+         * waiting here would wait for this very thread. */
+        pthread_mutex_lock(&sub->mu);
+        sub->closing = true;
+        sub->detached = true;
+        pthread_mutex_unlock(&sub->mu);
+        sub_shared_wake(sub);
+    } else if (sub->thread_started && pthread_equal(pthread_self(), sub->thread)) {
         /* From a handler: the thread sees closing when the handler returns and shuts the
          * subscription down itself. It stays on the client's list until it is joined (by
          * the next subscribe, or the client's destroy): a destroy meanwhile must wait for
@@ -175,7 +191,7 @@ void varlog_subscription_close(varlog_subscription_t **subp)
         /* Shut down while still on the client's list: a destroy meanwhile finds it and
          * waits for the shutdown, rather than freeing the client under its thread. */
         sub_shutdown(sub);
-        client_unlink(sub);
+        sub_client_unlink(sub);
     }
     sub_unref(sub);
 }
@@ -293,10 +309,21 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     sub->observer = c->conf->subscribe_observer;
     sub->observer_opaque = c->conf->subscribe_observer_opaque;
 
-    /* Its own poller while the client has fewer than subscribe.self.receive.max; without
-     * one (the limit, or gRPC refused a queue) gRPC's I/O thread receives for it. */
-    if (atomic_fetch_add(&c->self_receiving, 1) >= c->conf->subscribe_self_receive_max ||
-        rpc_poller_new(c->rpc, &sub->poller) != VARLOG_OK) {
+    bool shared = rq->handlers && c->conf->subscribe_handler_threads > 0;
+    if (shared) {
+        /* Its streams open on the poller of the shared thread it is given to. */
+        err = sub_shared_assign(sub);
+        if (err != VARLOG_OK) {
+            sub_unref(sub);
+            client_leave(c);
+            return errtext_set(err, "%s of topic %d: %s", rq->who, rq->topic_id,
+                               err == VARLOG_ERR_INTERNAL ? "could not start a shared thread"
+                                                          : varlog_err_str(err));
+        }
+    } else if (atomic_fetch_add(&c->self_receiving, 1) >= c->conf->subscribe_self_receive_max ||
+               rpc_poller_new(c->rpc, &sub->poller) != VARLOG_OK) {
+        /* Its own poller while the client has fewer than subscribe.self.receive.max; without
+         * one (the limit, or gRPC refused a queue) gRPC's I/O thread receives for it. */
         sub->poller = NULL;
         atomic_fetch_sub(&c->self_receiving, 1);
     }
@@ -304,14 +331,16 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
      * the I/O thread does not read their first messages beside it (rpc_client.c, the polling
      * rule): the handler form's thread polls from its start for as long as it runs; in the
      * iterator form the role lapses as this call returns, for the caller's first next. */
-    if (sub->poller)
+    if (sub->poller && !shared) /* a shared thread holds it from its start */
         rpc_poller_hold(sub->poller);
     md_view_t *view = md_current(c);
     err = sub_add_log_streams(sub, view);
     md_view_unref(view);
     if (err == VARLOG_OK && sub->result != VARLOG_OK && sub->result != VARLOG_ERR_END)
         err = sub->result; /* a stream could not even start (client closing, no memory) */
-    if (err == VARLOG_OK && rq->handlers) {
+    if (err == VARLOG_OK && shared) {
+        sub_shared_attach(sub);
+    } else if (err == VARLOG_OK && rq->handlers) {
         sub_ref(sub); /* the thread's */
         if (pthread_create(&sub->thread, NULL, sub_thread, sub) == 0) {
             sub->thread_started = true;
@@ -325,6 +354,8 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
         sub->closing = true; /* a retry task still pending must not queue a reopen */
         pthread_mutex_unlock(&sub->mu);
         sub_streams_done(sub);
+        if (shared)
+            sub_shared_abort(sub);
         sub_unref(sub);
         client_leave(c);
         return errtext_set(err, "%s of topic %d: %s", rq->who, rq->topic_id,

@@ -6,7 +6,8 @@
  * lifecycle) and subscribe_merge.c (the streams, the merge, failures and resubscription).
  *
  * One consumer at a time runs the merge (sub_step): the subscription's thread in the handler
- * form, the caller of varlog_subscription_next in the iterator form. Everything below marked
+ * form (or the shared thread it was given to, subscribe_shared.c), the caller of
+ * varlog_subscription_next in the iterator form. Everything below marked
  * "consumer" is touched by it alone, without a lock. `mu` guards the rest: the list of log
  * streams with news (filled by the streams' notify hooks, which run inside the consumer's
  * poll of the subscription's poller and hold the stream's lock while they take mu, so mu is
@@ -173,6 +174,15 @@ struct varlog_subscription {
     bool thread_joined;         /* (mu) someone joined it */
     atomic_bool thread_exiting; /* closed from its handler, shut down: only the join is left */
 
+    /* subscribe.handler.threads >= 1 (subscribe_shared.c): the thread it shares, set once
+     * before its streams open; NULL for its own thread and for the iterator form. */
+    struct sub_shared *shared;
+    struct varlog_subscription *sh_next; /* (shared's mu) its ready list */
+    bool sh_queued;                      /* (shared's mu) on that list */
+    bool sh_attached;                    /* (shared's mu) the thread serves it */
+    bool sh_known;                       /* the shared thread's: in its array */
+    bool sh_ended;                       /* the shared thread's: END or the failure reported */
+
     uint64_t id; /* the client's count of subscriptions when it was opened: the metrics' label */
     struct varlog_subscription *next_open; /* the client's list (client mu) */
     atomic_bool in_client; /* on that list; once false, close never touches the client */
@@ -267,5 +277,34 @@ void sub_stages_note(varlog_subscription_t *sub, const varlog_entry_t *e, int64_
 /* subscribe.c */
 void sub_ref(varlog_subscription_t *sub);
 void sub_unref(varlog_subscription_t *sub);
+/* Takes sub off its client's list of open subscriptions (once). */
+void sub_client_unlink(varlog_subscription_t *sub);
+
+/* subscribe_shared.c: handler-form subscriptions sharing subscribe.handler.threads threads.
+ * A shared thread owns one poller on which its subscriptions' streams are opened; it steps
+ * a subscription (sub_step with a deadline already passed, so that it never waits inside
+ * one) when the subscription is on its ready list (news from a stream, a retry, a gap's
+ * answer, a close) or its periodic check is due, and sleeps only in its poller's poll. */
+typedef struct sub_shared sub_shared_t;
+
+/* Gives sub (not yet opened) to the shared thread serving the fewest subscriptions, starting
+ * it (and its poller) if it is not running, and sets sub->shared and sub->poller. CLOSED
+ * (client closing), NOMEM, INTERNAL (poller or thread). */
+varlog_err_t sub_shared_assign(varlog_subscription_t *sub);
+
+/* Its streams are open: the thread serves it from now on (takes a reference). */
+void sub_shared_attach(varlog_subscription_t *sub);
+
+/* The open failed before sub_shared_attach (its streams released already): the thread
+ * forgets it. */
+void sub_shared_abort(varlog_subscription_t *sub);
+
+/* Puts sub on its thread's ready list and kicks the thread's poll unless the caller is that
+ * thread. Any thread, no lock held. */
+void sub_shared_wake(varlog_subscription_t *sub);
+
+/* Whether the calling thread is sub's shared thread (a handler of one of its subscriptions
+ * runs). */
+bool sub_shared_on_thread(const varlog_subscription_t *sub);
 
 #endif

@@ -78,6 +78,8 @@ static void ls_notify(void *arg)
     pthread_mutex_unlock(&sub->mu);
     if (wake)
         pthread_cond_signal(&sub->wake);
+    if (sub->shared) /* inside the shared thread's poll: it serves the subscription next */
+        sub_shared_wake(sub);
 }
 
 static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
@@ -466,6 +468,10 @@ void sub_streams_done(varlog_subscription_t *sub)
         pthread_cond_wait(&sub->idle, &sub->mu);
     pthread_mutex_unlock(&sub->mu);
     sub_release_streams(sub);
+    if (sub->shared) { /* the shared thread's poller: their last completions run there */
+        sub->poller = NULL;
+        return;
+    }
     /* The streams' last completions (their cancellation) run here; then the queue goes. */
     if (sub->poller) {
         rpc_poller_destroy(sub->poller);
@@ -725,7 +731,9 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
          * messages streaming in are there): taken without a clock read or a sleep. Bounded,
          * so that a stream of messages the merge cannot use yet still lets the checks and
          * the caller's deadline run. */
-        if (sub->poller && sub->quick_polls < QUICK_POLLS_MAX) {
+        /* Not on a shared thread: its poller is the other subscriptions' too, and the thread
+         * polls it itself once it looked at each. */
+        if (sub->poller && !sub->shared && sub->quick_polls < QUICK_POLLS_MAX) {
             sub->quick_polls++;
             if (rpc_poller_poll_ready(sub->poller) != RPC_POLL_TIMEOUT)
                 continue;

@@ -18,6 +18,10 @@ static bool wake_locked(varlog_subscription_t *sub)
 
 void sub_wake(varlog_subscription_t *sub)
 {
+    if (sub->shared) {
+        sub_shared_wake(sub);
+        return;
+    }
     pthread_mutex_lock(&sub->mu);
     bool kick = wake_locked(sub);
     if (kick && !sub->poller) {

@@ -91,6 +91,37 @@
  * Threads and locks: handlers run one at a time on the subscription's thread, never on
  * gRPC's threads and never with a library lock held; they may call any function of the
  * library, including varlog_subscription_close on their own subscription.
+ *
+ * Shared threads (subscribe.handler.threads = N >= 1; 0, the default, is what is said above):
+ * the client's handler-form subscriptions share N threads ("varlog-sub") instead of one each.
+ * A subscription is given, when it opens, to the thread serving the fewest; a thread starts
+ * with its first subscription and ends when its last one closed (it is joined by the next
+ * subscription given to it, or by varlog_client_destroy). A thread receives the messages of
+ * all its subscriptions' streams (one gRPC completion queue) and runs their handlers one at a
+ * time. What changes, and only for handler-form subscriptions:
+ *   - a handler that blocks, or takes long, delays every other subscription of its thread:
+ *     nothing of theirs is received or delivered meanwhile (their entries wait in the
+ *     connections, bounded by gRPC's flow control, as above; none is lost or reordered);
+ *   - "the subscription's thread" below means the thread it shares: on_entry, on_end and
+ *     on_error run there, varlog_subscription_health is updated there;
+ *   - varlog_subscription_close called from a handler on that thread (of the same
+ *     subscription or of another one the thread serves) marks the subscription and returns
+ *     at once; no handler of it runs after the call returned (the thread shuts it down before
+ *     it looks at it again). From any other thread, including a handler of a subscription on
+ *     another shared thread, close waits until the thread shut the subscription down: no
+ *     handler of it runs then or later. Two shared threads whose handlers close each other's
+ *     subscriptions can deadlock, as two own threads can;
+ *   - subscribe.self.receive.max does not count these subscriptions: each shared thread
+ *     receives its own subscriptions' messages (subscribe.wakeup.* do not apply to them);
+ *   - clock reads with stage timing off: still none per entry; a subscription reads the
+ *     clock once each time it runs out of buffered entries, and the thread once per poll
+ *     (its deadline is the next periodic check of its subscriptions), including polls that
+ *     bring a completion with no entry.
+ * What stays: each subscription's entries come in order, each once; its handlers never run
+ * concurrently with each other, never on gRPC's threads, never with a library lock held;
+ * exactly one of on_end / on_error unless closed first; a handler may call any function of
+ * the library (varlog_client_destroy is refused, VARLOG_ERR_STATE, as on an own thread).
+ * Iterator-form subscriptions are not affected by the property.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -120,10 +151,13 @@ typedef struct varlog_entry {
 
 typedef struct varlog_subscription varlog_subscription_t;
 
-/* What a handler-form subscription calls, on its own thread. on_entry is required; on_end
- * and on_error may be NULL. No handler runs after varlog_subscription_close returned. A
- * handler may close its own subscription; varlog_client_destroy is refused there
- * (VARLOG_ERR_STATE: it would have to join this thread). */
+/* What a handler-form subscription calls, on its own thread (or on the thread it shares with
+ * other subscriptions of the client when subscribe.handler.threads >= 1: see "Shared
+ * threads" above). on_entry is required; on_end and on_error may be NULL. No handler runs
+ * after varlog_subscription_close returned. A handler may close its own subscription (and,
+ * on a shared thread, any other subscription of that thread, without waiting);
+ * varlog_client_destroy is refused there (VARLOG_ERR_STATE: it would have to join this
+ * thread). */
 typedef struct varlog_subscribe_handlers {
     void (*on_entry)(const varlog_entry_t *entry, void *opaque);
     /* Every entry of the range was delivered. */
@@ -143,8 +177,9 @@ typedef struct varlog_subscribe_handlers {
  * leaves each handle valid for varlog_subscription_next, which returns CLOSED,
  * varlog_subscription_stats and varlog_subscription_close, which then frees it).
  * Errors: INVALID_ARG (NULL client, handlers, on_entry or out; topic_id < 1;
- * begin_glsn >= end_glsn), UNKNOWN_TOPIC, CLOSED (client closing), NOMEM, INTERNAL (thread),
- * or the metadata refresh's error. The text is in varlog_last_error().
+ * begin_glsn >= end_glsn), UNKNOWN_TOPIC, CLOSED (client closing), NOMEM, INTERNAL (thread,
+ * or with subscribe.handler.threads >= 1 the shared thread or its completion queue could
+ * not be started), or the metadata refresh's error. The text is in varlog_last_error().
  */
 VARLOG_API varlog_err_t varlog_subscribe(varlog_client_t *client, int32_t topic_id,
                                          uint64_t begin_glsn, uint64_t end_glsn,
@@ -244,6 +279,13 @@ VARLOG_API varlog_err_t varlog_subscription_health(varlog_subscription_t *sub,
  * waits until the handler running, if any, returned and the thread exited (so no handler
  * runs after close returns), and wakes a varlog_subscription_next waiting on another
  * thread, which returns CLOSED. Does not block on the network.
+ * With subscribe.handler.threads >= 1 ("Shared threads" above): from a handler on the
+ * thread the subscription shares, whichever subscription's handler it is, it returns at once
+ * and no handler of the closed subscription runs after it; the shared thread releases the
+ * streams and goes on serving its other subscriptions (it ends with its last one). From any
+ * other thread it waits until the shared thread shut the subscription down: the handler of
+ * it running, if any, returned and none will run; meanwhile handlers of the thread's other
+ * subscriptions may run.
  */
 VARLOG_API void varlog_subscription_close(varlog_subscription_t **sub);
 
