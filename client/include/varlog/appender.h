@@ -94,25 +94,26 @@
  * about one a second), not a spin.
  *
  * Memory: pending records and bytes (queued, in flight, or waiting for their callback) are
- * bounded per appender by appender.queue.max.records and appender.queue.max.bytes, and for
- * all the appenders of one client together by appender.client.queue.max.records and
- * .max.bytes (librdkafka bounds a producer instance so across its partitions). A record
- * counts until its call's callback has returned. The client-wide bounds default to the
- * per-appender ones and are never below them: an appender alone meets its own bound first
- * and behaves as if there were no other, while one appender per log stream holds in all what
- * one topic-wide appender would, not that many times over. When records wait while every
- * slot is taken (the network or a callback is slow) and those bounds still have room, the
- * transmit queue grows, by one slot at a time, up to appender.queue.max.records /
- * appender.batch.max.records slots (at most 4096) beyond its initial ones: enough for a queue
- * of full batches. Each slot reserves appender.batch.max.bytes of address space, touched as
- * records fill it. Free slots are reused most recently freed first, so a load that needs
- * fewer slots keeps using the same ones; those beyond the initial count that stay free for a
- * second are given back, their pages returned to the system (varlog_appender_stats:
- * batch_slots, batch_slots_released): a burst's memory goes back after it, within about a
- * second and a quarter however quiet the appender stays, while a steady load allocates
- * nothing. Only batches sent before they were full (linger, flush) hold fewer records: a
- * producer whose batches all leave nearly empty can meet QUEUE_FULL with fewer records
- * pending, and its error text then says that the slots, not the bounds, ran out.
+ * bounded per appender by appender.queue.max.records and appender.queue.max.bytes, and for all
+ * the appenders of one client together by appender.client.queue.max.records and .max.bytes
+ * (librdkafka bounds a producer instance so across its partitions). A record counts until its
+ * call's callback has returned. The client-wide bounds default to the per-appender ones and are
+ * never below them: an appender alone meets its own bound first and behaves as if there were no
+ * other, while one appender per log stream holds in all what one topic-wide appender would, not
+ * that many times over. When records wait while every slot is taken (the network or a callback
+ * is slow) and those bounds still have room, the transmit queue grows, by one slot at a time,
+ * up to appender.queue.max.records / appender.batch.max.records slots (at most 4096) beyond its
+ * initial ones: enough for a queue of full batches. Each slot reserves appender.batch.max.bytes
+ * of address space, touched as records fill it. Free slots are reused most recently freed
+ * first, so a load that needs fewer slots keeps using the same ones; those beyond the initial
+ * count that stay free for a second are given back (but for a quarter more than that second
+ * used, so that a load moving between appenders does not give back and allocate slots again
+ * every second), their pages returned to the system (varlog_appender_stats: batch_slots,
+ * batch_slots_released): a burst's memory goes back after it, within about a second and a
+ * half however quiet the appender stays, while a steady load allocates nothing. Only batches
+ * sent before they were full (linger, flush) hold fewer records: a producer whose batches all
+ * leave nearly empty can meet QUEUE_FULL with fewer records pending, and its error text then
+ * says that the slots, not the bounds, ran out.
  */
 #include <stddef.h>
 #include <stdint.h>
