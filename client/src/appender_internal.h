@@ -13,7 +13,9 @@
  * puts the slot back on the ready list, under mu). Lanes belong to the thread, except the
  * fields marked (mu).
  *
- * Lock order: the client's locks, then the appender's mu; the objpool's lock is a leaf. No
+ * Lock order: the client's locks, then the appender's mu, then the client's budget mu (the
+ * client-wide bound's waiters: a leaf, never held while taking another lock); the objpool's
+ * lock is a leaf. No
  * rpc_* or grpc_* function is called with mu held (rpc_poller_kick, whose locks are leaves, is
  * the exception): a stream's notify hook and a slot's release run under gRPC-side locks and
  * take mu.
