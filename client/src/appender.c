@@ -3,6 +3,7 @@
  * appender's thread is in appender_io.c. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "log_io_codec.h"
 #include "appender_internal.h"
@@ -91,6 +92,19 @@ void app_unref(varlog_appender_t *app)
         app_free(app);
 }
 
+/* Free slots are a stack: intake takes the one freed last, so a load that needs fewer slots
+ * than there are keeps using the same few, and the others stay free long enough to be given
+ * back (app_slots_trim), where a queue would cycle through all of them. */
+static void free_push_locked(varlog_appender_t *app, app_batch_t *b)
+{
+    batch_list_t *l = &app->free_slots;
+    b->next = l->head;
+    l->head = b;
+    if (!l->tail)
+        l->tail = b;
+    l->n++;
+}
+
 void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
 {
     b->state = SLOT_FREE;
@@ -103,7 +117,12 @@ void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
     b->maybe = false;
     b->err = VARLOG_OK;
     b->errtext[0] = '\0';
-    blist_push(&app->free_slots, b);
+    b->freed_ms = wire_now_ms();
+    free_push_locked(app, b);
+    if (app->slots_grown > 0 &&
+        atomic_load_explicit(&app->trim_at_ms, memory_order_relaxed) == INT64_MAX)
+        atomic_store_explicit(&app->trim_at_ms, b->freed_ms + APP_SLOT_IDLE_MS,
+                              memory_order_relaxed);
     app_wake_producers_locked(app);
 }
 
@@ -136,33 +155,44 @@ void app_body_released(void *arg)
     app_unref(app);
 }
 
-/* A new slot, not yet the appender's; NULL when memory runs out. Without mu. */
+/* A new slot, not yet the appender's; NULL when memory runs out. Without mu. Its calls,
+ * metas and buffer share one region: address space only, pages are touched as records fill
+ * them, and giving the slot back returns them all (APP_SLOT_MAP_MIN). */
 static app_batch_t *slot_new(varlog_appender_t *app)
 {
+    size_t calls_len = app->batch_max_records * sizeof(app_call_t);
+    size_t metas_len = app->batch_max_records * sizeof(varlog_entry_meta_t);
+    size_t len = calls_len + metas_len + app->slot_cap;
     app_batch_t *b = calloc(1, sizeof(*b));
-    /* Address space only: pages are touched as records fill them. */
-    uint8_t *buf = b ? malloc(app->slot_cap) : NULL;
-    varlog_entry_meta_t *metas = buf ? calloc(app->batch_max_records, sizeof(*metas)) : NULL;
-    app_call_t *calls = metas ? calloc(app->batch_max_records, sizeof(*calls)) : NULL;
-    if (!calls) {
-        free(metas);
-        free(buf);
+    if (!b)
+        return NULL;
+    uint8_t *region;
+    if (len >= APP_SLOT_MAP_MIN) {
+        region = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (region == MAP_FAILED)
+            region = NULL;
+    } else {
+        region = calloc(1, len);
+    }
+    if (!region) {
         free(b);
         return NULL;
     }
     b->app = app;
-    b->buf = buf;
+    b->region_len = len;
+    b->calls = (app_call_t *)(void *)region;
+    b->metas = (varlog_entry_meta_t *)(void *)(region + calls_len);
+    b->buf = region + calls_len + metas_len;
     b->cap = app->slot_cap;
-    b->metas = metas;
-    b->calls = calls;
     return b;
 }
 
 static void slot_delete(app_batch_t *b)
 {
-    free(b->buf);
-    free(b->metas);
-    free(b->calls);
+    if (b->region_len >= APP_SLOT_MAP_MIN)
+        munmap(b->calls, b->region_len);
+    else
+        free(b->calls);
     free(b);
 }
 
@@ -196,9 +226,9 @@ static varlog_err_t app_add_slots(varlog_appender_t *app, size_t n)
 
 /* Every slot is taken while the queue bounds have room: one more slot, unless the appender
  * grew by appender.queue.max.records / appender.batch.max.records slots already (the
- * slots a queue of full batches needs beyond the lanes' own). Slots stay until close.
- * Called with mu held, which it lets go while it allocates; true when a slot was added
- * (by this call or a concurrent one: look again). */
+ * slots a queue of full batches needs beyond the lanes' own). Slots beyond the initial ones
+ * go back once idle (app_slots_trim). Called with mu held, which it lets go while it allocates;
+ * true when a slot was added (by this call or a concurrent one: look again). */
 static bool grow_locked(varlog_appender_t *app)
 {
     if (app->slots_grown + app->slots_growing >= app->slots_grow_max)
@@ -215,6 +245,76 @@ static bool grow_locked(varlog_appender_t *app)
     }
     app->slots_grown++;
     return true;
+}
+
+/* When the next free slot beyond the initial ones may be idle enough: the bottom of the
+ * free stack is the one free the longest. Not sooner than a quarter of the idle time from
+ * now, so that a stack emptied and refilled now and then costs a walk of it at most that
+ * often. Called with mu held. */
+static void trim_schedule_locked(varlog_appender_t *app, int64_t now_ms)
+{
+    int64_t at = INT64_MAX;
+    if (app->slots_grown > 0 && app->free_slots.tail) {
+        at = app->free_slots.tail->freed_ms + APP_SLOT_IDLE_MS;
+        if (at < now_ms + APP_SLOT_IDLE_MS / 4)
+            at = now_ms + APP_SLOT_IDLE_MS / 4;
+    }
+    atomic_store_explicit(&app->trim_at_ms, at, memory_order_relaxed);
+}
+
+void app_slots_trim(varlog_appender_t *app, int64_t now_ms)
+{
+    if (atomic_load_explicit(&app->trim_at_ms, memory_order_relaxed) > now_ms)
+        return;
+    batch_list_t gone = {0};
+    pthread_mutex_lock(&app->mu);
+    /* The stack is ordered by freed_ms, newest on top: the idle slots are its bottom. */
+    int64_t cutoff = now_ms - APP_SLOT_IDLE_MS;
+    size_t busy = 0;
+    app_batch_t **p = &app->free_slots.head, *last = NULL;
+    while (*p && (*p)->freed_ms > cutoff) {
+        last = *p;
+        p = &(*p)->next;
+        busy++;
+    }
+    size_t idle = app->free_slots.n - busy;
+    /* Slots taken in the last APP_SLOT_IDLE_MS, and a quarter more: a load that moves
+     * between appenders (producers taking turns on the appenders of log streams) peaks a
+     * little above its last second now and then, and would otherwise give back and allocate
+     * slots again every second. */
+    size_t used = app->n_slots - idle, keep = used + used / 4;
+    size_t drop = app->n_slots > keep ? app->n_slots - keep : 0;
+    if (drop > idle)
+        drop = idle;
+    if (drop > app->slots_grown)
+        drop = app->slots_grown;
+    for (size_t skip = idle - drop; skip > 0; skip--) {
+        last = *p;
+        p = &(*p)->next;
+    }
+    if (drop > 0) {
+        gone.head = *p;
+        gone.tail = app->free_slots.tail;
+        gone.n = drop;
+        *p = NULL;
+        app->free_slots.tail = last;
+        app->free_slots.n -= drop;
+        for (app_batch_t *b = gone.head; b; b = b->next)
+            b->dropped = true;
+        size_t kept = 0;
+        for (size_t i = 0; i < app->n_slots; i++) {
+            if (!app->slots[i]->dropped)
+                app->slots[kept++] = app->slots[i];
+        }
+        app->n_slots = kept;
+        app->slots_grown -= drop;
+        app->stats.batch_slots_released += drop;
+    }
+    trim_schedule_locked(app, now_ms);
+    pthread_mutex_unlock(&app->mu);
+    app_batch_t *b;
+    while ((b = blist_pop(&gone)))
+        slot_delete(b);
 }
 
 varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls)
@@ -277,6 +377,7 @@ static varlog_err_t app_init(varlog_appender_t *app, varlog_client_t *c, int32_t
     app->slots_grow_max =
         full_batches < APP_SLOTS_GROW_MAX ? (size_t)full_batches : APP_SLOTS_GROW_MAX;
     app->next_seq = 1;
+    atomic_init(&app->trim_at_ms, INT64_MAX);
     atomic_init(&app->refs, 1);
     atomic_init(&app->inflight_batches, 0);
     atomic_init(&app->inflight_records, 0);
@@ -499,12 +600,20 @@ varlog_err_t varlog_appender_append_ex(varlog_appender_t *app, const varlog_reco
         bool room =
             app->pending_calls == 0 || (app->pending_records + n <= app->queue_max_records &&
                                         app->pending_bytes + bytes <= app->queue_max_bytes);
-        if (room && (fits_open(app, n, bytes) || app->free_slots.head))
-            break;
-        if (room && grow_locked(app))
+        /* The client-wide bound: looked at once the appender's own has room. */
+        bool shared = room && app_budget_fits(app->c, n, bytes);
+        if (shared && (fits_open(app, n, bytes) || app->free_slots.head)) {
+            if (app_budget_take(app->c, n, bytes))
+                break;
+            continue; /* another appender took the room first */
+        }
+        if (shared && grow_locked(app))
             continue;
-        /* On the appender's own thread only its return can make room: never wait there. */
-        if (timeout_ms == 0 || on_app_thread(app)) {
+        /* On the appender's own thread only its return can make room: never wait there. On
+         * any of the client's threads, neither for the client-wide bound: the callbacks of
+         * its appenders hold their calls' room until they return. */
+        bool never_wait = on_app_thread(app) || (!shared && room && client_thread_is_own(app->c));
+        if (timeout_ms == 0 || never_wait) {
             if (!(flags & VARLOG_APPEND_REFUSAL_RETRIED)) {
                 app->stats.queue_full++;
                 atomic_fetch_add_explicit(&app->c->cstats.queue_full, 1, memory_order_relaxed);
@@ -519,6 +628,17 @@ varlog_err_t varlog_appender_append_ex(varlog_appender_t *app, const varlog_reco
                                 (unsigned long long)app->pending_bytes,
                                 (unsigned long long)app->queue_max_records,
                                 (unsigned long long)app->queue_max_bytes);
+            else if (!shared)
+                err = errtext_set(
+                    VARLOG_ERR_QUEUE_FULL,
+                    "appender_append: the client's appenders are full (%llu records, %llu bytes "
+                    "pending in all of them, %llu records in this one; "
+                    "appender.client.queue.max.records %llu, .max.bytes %llu)",
+                    (unsigned long long)atomic_load(&app->c->budget.records),
+                    (unsigned long long)atomic_load(&app->c->budget.bytes),
+                    (unsigned long long)app->pending_records,
+                    (unsigned long long)app->c->budget.max_records,
+                    (unsigned long long)app->c->budget.max_bytes);
             else
                 err = errtext_set(VARLOG_ERR_QUEUE_FULL,
                                   "appender_append: every batch slot is taken (%zu slots, %zu "
@@ -535,6 +655,11 @@ varlog_err_t varlog_appender_append_ex(varlog_appender_t *app, const varlog_reco
             wait_counted = true;
             app->stats.queue_full_waits++;
             atomic_fetch_add_explicit(&app->c->cstats.queue_full_waits, 1, memory_order_relaxed);
+        }
+        if (!shared && room) {
+            if (!app_budget_wait_locked(app, n, bytes, timeout_ms < 0 ? NULL : &until))
+                timeout_ms = 0; /* one more look, then QUEUE_FULL */
+            continue;
         }
         app->space_waiters++;
         int rc = timeout_ms < 0 ? pthread_cond_wait(&app->space, &app->mu)
@@ -617,6 +742,10 @@ static varlog_err_t flush_locked(varlog_appender_t *app, int64_t timeout_ms, siz
         abs_deadline(&until, timeout_ms);
     if (seq > app->flush_upto)
         app->flush_upto = seq;
+    /* Close flushes through here once intake stopped: the producers it stopped may wait for
+     * the client-wide bound, on the client's condition rather than the appender's. */
+    if (app->closing)
+        app_budget_wake_closing_locked(app);
     app_wake_thread_locked(app);
     app_flush_waiter_t w = {.seq = seq, .batches = unsettled_locked(app, seq, true)};
     if (w.batches > 0 && timeout_ms != 0 && !app->thread_done) {
@@ -745,6 +874,7 @@ varlog_err_t varlog_appender_stats(varlog_appender_t *app, varlog_appender_stats
     out->pending_calls = app->pending_calls;
     out->pending_records = app->pending_records;
     out->pending_bytes = app->pending_bytes;
+    out->batch_slots = app->n_slots;
     pthread_mutex_unlock(&app->mu);
     out->inflight_batches = atomic_load(&app->inflight_batches);
     return VARLOG_OK;

@@ -13,7 +13,9 @@
  * puts the slot back on the ready list, under mu). Lanes belong to the thread, except the
  * fields marked (mu).
  *
- * Lock order: the client's locks, then the appender's mu; the objpool's lock is a leaf. No
+ * Lock order: the client's locks, then the appender's mu, then the client's budget mu (the
+ * client-wide bound's waiters: a leaf, never held while taking another lock); the objpool's
+ * lock is a leaf. No
  * rpc_* or grpc_* function is called with mu held (rpc_poller_kick, whose locks are leaves, is
  * the exception): a stream's notify hook and a slot's release run under gRPC-side locks and
  * take mu.
@@ -48,7 +50,7 @@ typedef struct app_batch {
     struct varlog_appender *app;
     slot_state_t state; /* (mu) */
     uint64_t seq;       /* opening order; flush waits by it, retries go back in it */
-    uint8_t *buf;
+    uint8_t *buf;       /* in one region with calls and metas (slot_new) */
     size_t len, cap;
     uint32_t n_records;
     uint64_t bytes;    /* payload bytes */
@@ -62,6 +64,9 @@ typedef struct app_batch {
     grpc_slice body;
     atomic_bool has_body; /* atomic: gRPC's refcount, which orders it, is invisible to TSan */
     bool settle_pending;  /* (mu) settled; waits for the body's release to become free */
+    int64_t freed_ms;     /* (mu) when it last became free: idle slots are given back */
+    size_t region_len;    /* its buffer, calls and metas: mapped when above APP_SLOT_MAP_MIN */
+    bool dropped;         /* (mu) being given back: no longer one of the appender's slots */
     /* The thread's, while the batch is out. */
     int64_t sent_ms;
     unsigned attempts;
@@ -176,8 +181,13 @@ struct varlog_appender {
     batch_list_t free_slots;
     app_batch_t **slots; /* every slot, for flush's scan and the final free */
     size_t n_slots;
-    /* Slots added as records waited for one (grow_locked), and the most it may add. */
+    /* Slots added as records waited for one (grow_locked), and the most it may add. Slots
+     * beyond the initial ones go back once free for APP_SLOT_IDLE_MS (app_slots_trim), so
+     * slots_grown falls too. */
     size_t slots_grown, slots_growing, slots_grow_max;
+    /* wire_now_ms at which a free slot beyond the initial ones may have been idle long
+     * enough (INT64_MAX: none); set under mu, read by the thread's round without it. */
+    atomic_int_fast64_t trim_at_ms;
     uint64_t next_seq;
     uint64_t pending_calls, pending_records, pending_bytes;
     app_retry_t *retries;
@@ -247,6 +257,39 @@ varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls);
 /* Most slots an appender adds beyond its lanes' own as records wait (each reserves
  * appender.batch.max.bytes of address space). */
 #define APP_SLOTS_GROW_MAX 4096
+
+/* How long a slot beyond the initial ones stays free before it is given back: longer than
+ * the pauses of a steady load (a flush, a producer between bursts a moment apart), so that
+ * the steady state allocates nothing, short enough that a burst's memory goes back soon. */
+#define APP_SLOT_IDLE_MS 1000
+
+/* Slots whose region (buffer, calls, metas) is at least this big are mapped (mmap) rather
+ * than malloc'd: munmap returns their pages to the system when they are given back, where a
+ * large block freed to malloc may stay in its heap (glibc raises its mmap threshold to the
+ * size of a freed mapped block, so later slots would come from the heap). */
+#define APP_SLOT_MAP_MIN (128 * 1024)
+
+/* The thread's round (app_run_settled): gives back the slots beyond the initial ones that
+ * have been free for APP_SLOT_IDLE_MS, once trim_at_ms is due. Takes mu only then; frees
+ * their memory without it. */
+void app_slots_trim(varlog_appender_t *app, int64_t now_ms);
+
+/* ---- appender_budget.c: the client-wide bound (appender.client.queue.max.*) ---- */
+/* Whether n records of bytes fit beside what the client's appenders hold (always, when
+ * nothing is held). A look, not a reservation. */
+bool app_budget_fits(varlog_client_t *c, uint64_t n, uint64_t bytes);
+/* Reserves n records of bytes; false when they do not fit. With the appender's mu held. */
+bool app_budget_take(varlog_client_t *c, uint64_t n, uint64_t bytes);
+/* What a settled batch held goes back; wakes producers waiting for it once a quarter of each
+ * bound is free (or nothing is held). Any thread, any lock but the budget's mu held. */
+void app_budget_release(varlog_client_t *c, uint64_t records, uint64_t bytes);
+/* Sleeps until a settle of any of the client's appenders may have made room for n records of
+ * bytes, until app closes, or until *until (NULL: no limit); false on the timeout. Called
+ * with app's mu held, which it lets go while it sleeps and holds again on return. */
+bool app_budget_wait_locked(varlog_appender_t *app, uint64_t n, uint64_t bytes,
+                            const struct timespec *until);
+/* app closes (closing just set, mu held): its producers waiting for the bound look again. */
+void app_budget_wake_closing_locked(varlog_appender_t *app);
 
 /* How long a stream being ended may take to report its sends and its status. */
 #define APP_SEND_SETTLE_MS 1000

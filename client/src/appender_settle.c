@@ -9,6 +9,7 @@
 
 #include "appender_internal.h"
 #include "ticks.h"
+#include "wire.h"
 
 void app_settle(app_thread_state_t *ts, app_batch_t *b)
 {
@@ -145,12 +146,15 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     pthread_mutex_lock(&app->mu);
     app_batch_t *b;
     bool flushed = false;
+    uint64_t held_records = 0, held_bytes = 0;
     while ((b = blist_pop(settled))) {
         if (app->flush_waiters && app_flush_settled_locked(app, b->seq))
             flushed = true;
         app->pending_calls -= b->n_calls;
         app->pending_records -= b->n_records;
         app->pending_bytes -= b->bytes;
+        held_records += b->n_records;
+        held_bytes += b->bytes;
         if (atomic_load(&b->has_body)) {
             b->settle_pending = true;
         } else {
@@ -160,6 +164,9 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
     app->stats.calls_appended += ok_calls;
     app->stats.calls_failed += failed_calls;
     app->stats.records_appended += records;
+    /* Before a flush waiting for these calls is woken: once it returns, nothing of them
+     * holds the client-wide bound either. Its mu is a leaf after this one. */
+    app_budget_release(app->c, held_records, held_bytes);
     app_wake_producers_locked(app);
     if (flushed)
         pthread_cond_broadcast(&app->settled);
@@ -169,6 +176,10 @@ static void run_callbacks(varlog_appender_t *app, batch_list_t *settled)
 void app_run_settled(app_thread_state_t *ts)
 {
     varlog_appender_t *app = ts->app;
+    /* Every round passes here, at least every few hundred milliseconds even when idle: a
+     * burst's slots go back after it however quiet the appender stays. */
+    if (atomic_load_explicit(&app->trim_at_ms, memory_order_relaxed) != INT64_MAX)
+        app_slots_trim(app, wire_now_ms());
     if (!ts->settled.head)
         return;
     pthread_mutex_lock(&app->mu);

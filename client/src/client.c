@@ -262,6 +262,7 @@ static void client_free(varlog_client_t *c)
     pthread_cond_destroy(&c->idle);
     pthread_mutex_destroy(&c->fetch_mu);
     pthread_mutex_destroy(&c->mu);
+    app_budget_fini(c);
     stats_fini(&c->cstats);
     free(c);
 }
@@ -301,6 +302,7 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
     wire_cond_init(&c->fetch_done);
     wire_cond_init(&c->refresher_wake);
     allowlist_init(&c->allow);
+    app_budget_init(c);
 
     int64_t deadline = wire_now_ms() + c->conf->open_timeout_ms;
     err = stats_init(&c->cstats, c->conf)
@@ -349,6 +351,11 @@ static _Thread_local const varlog_client_t *tls_own_client;
 void client_thread_own(const varlog_client_t *c)
 {
     tls_own_client = c;
+}
+
+bool client_thread_is_own(const varlog_client_t *c)
+{
+    return tls_own_client == c;
 }
 
 void varlog_client_destroy(varlog_client_t *c)

@@ -68,6 +68,19 @@ struct varlog_client {
     struct client_counters stats;
     client_stats_t cstats; /* varlog/stats.h: the snapshot's counters and the emit thread */
 
+    /* What all the client's appenders hold (appender.client.queue.max.*; appender.c). */
+    struct app_budget {
+        uint64_t max_records, max_bytes; /* 0: no client-wide bound; read-only */
+        /* Reserved by intake (compare-and-swap, with the appender's mu held) and given back
+         * when a batch's callbacks returned: atomics, so that appenders on other threads do
+         * not serialise on one lock per append. */
+        atomic_uint_fast64_t records, bytes;
+        /* Producers waiting for room: they sleep on room under mu, a leaf taken after an
+         * appender's mu; waiters is written under mu and read by settlers without it. */
+        pthread_mutex_t mu;
+        pthread_cond_t room;
+        atomic_size_t waiters;
+    } budget;
     struct varlog_appender *appenders; /* open appenders (mu); destroy closes them */
     /* (mu) appender.threads > 0: the threads its appenders share, started as needed */
     struct app_exec **app_execs;
@@ -85,6 +98,8 @@ struct varlog_client {
  * subscription's, the statistics' or the metadata refresher's. Destroy refuses to run there,
  * since it would wait for that very thread. */
 void client_thread_own(const varlog_client_t *c);
+/* Whether the calling thread is one of c's own (client_thread_own). */
+bool client_thread_is_own(const varlog_client_t *c);
 
 /* Registers a public call; CLOSED once destroy began. Every successful enter is paired with
  * client_leave. */
@@ -149,6 +164,10 @@ void appenders_close_all(varlog_client_t *c);
 /* The threads appenders shared (appender.threads): stopped and joined once every appender
  * closed (appender_exec.c). */
 void app_execs_stop(varlog_client_t *c);
+/* appender.c: the client-wide bound's state, from the configuration (client creation), and
+ * its end (after every appender closed). */
+void app_budget_init(varlog_client_t *c);
+void app_budget_fini(varlog_client_t *c);
 
 /* subscribe.c: ends every subscription still open, as varlog_subscription_close would from
  * another thread, and detaches them from the client (their handles then only serve close

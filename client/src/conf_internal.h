@@ -32,8 +32,10 @@ struct varlog_conf {
     int64_t appender_batch_max_bytes;
     int64_t appender_queue_max_records;
     int64_t appender_queue_max_bytes;
-    int64_t appender_delivery_timeout_ms; /* 0 = no bound */
-    int64_t appender_threads;             /* 0 = a thread per appender */
+    int64_t appender_client_queue_max_records; /* 0 = no client-wide bound */
+    int64_t appender_client_queue_max_bytes;   /* 0 = no client-wide bound */
+    int64_t appender_delivery_timeout_ms;      /* 0 = no bound */
+    int64_t appender_threads;                  /* 0 = a thread per appender */
     int64_t subscribe_prefetch_entries;
     int64_t subscribe_prefetch_bytes;   /* 0 = entries only */
     int64_t subscribe_retry_timeout_ms; /* -1 = for ever */

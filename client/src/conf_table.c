@@ -139,7 +139,9 @@ static const conf_property_t props[] = {
              "Most records a pipelined appender holds, from the append call until its callback "
              "returned; appends beyond it wait (up to their timeout) or fail with QUEUE_FULL. "
              "The transmit queue grows to hold them, up to this / appender.batch.max.records "
-             "batches (at most 4096) beyond its initial ones."),
+             "batches (at most 4096) beyond its initial ones, and gives back the added batch "
+             "slots that stay free for a second. appender.client.queue.max.records bounds all "
+             "the appenders of a client together."),
     INT_PROP("appender.queue.max.bytes", appender_queue_max_bytes, "67108864", 1, INT64_MAX,
              "bytes",
              "Most payload bytes a pipelined appender holds, counted as "
@@ -153,6 +155,20 @@ static const conf_property_t props[] = {
              "trickle; in exchange a callback that blocks delays every appender of its thread, "
              "and a callback may not flush or close any of them (STATE) nor wait for room in "
              "their queues (varlog/appender.h, Threads)."),
+    INT_PROP("appender.client.queue.max.records", appender_client_queue_max_records, "100000", 0,
+             INT32_MAX, "records",
+             "Most records all the pipelined appenders of one client hold together, counted as "
+             "appender.queue.max.records (the bound of librdkafka's "
+             "queue.buffering.max.messages): with one appender per log stream, the client holds "
+             "what one topic-wide appender would, not that many times over. An append beyond it "
+             "waits (up to its timeout) for any appender of the client to settle calls, or fails "
+             "with QUEUE_FULL. Never below appender.queue.max.records, which it is raised to: "
+             "one appender alone meets its own bound first. 0: no client-wide bound."),
+    INT_PROP("appender.client.queue.max.bytes", appender_client_queue_max_bytes, "67108864", 0,
+             INT64_MAX, "bytes",
+             "Most payload bytes all the pipelined appenders of one client hold together, as "
+             "appender.client.queue.max.records (librdkafka's queue.buffering.max.kbytes). Never "
+             "below appender.queue.max.bytes, which it is raised to. 0: no client-wide bound."),
     INT_PROP("appender.delivery.timeout.ms", appender_delivery_timeout_ms, "30000", 0, 86400000, MS,
              "Bound on the time from a pipelined append call to its callback: queueing, every "
              "attempt and every backoff. A call whose batch is still unsettled then fails with "

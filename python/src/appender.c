@@ -715,7 +715,7 @@ static PyObject *app_stats(PyObject *self, PyObject *noargs)
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "calls_appended",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "calls_appended",
         (unsigned long long)s.calls_appended, "calls_failed", (unsigned long long)s.calls_failed,
         "records_appended", (unsigned long long)s.records_appended, "batches_sent",
         (unsigned long long)s.batches_sent, "batches_retried",
@@ -724,7 +724,9 @@ static PyObject *app_stats(PyObject *self, PyObject *noargs)
         "queue_full_waits", (unsigned long long)s.queue_full_waits, "pending_calls",
         (unsigned long long)s.pending_calls, "pending_records",
         (unsigned long long)s.pending_records, "pending_bytes", (unsigned long long)s.pending_bytes,
-        "inflight_batches", (unsigned long long)s.inflight_batches);
+        "inflight_batches", (unsigned long long)s.inflight_batches, "batch_slots",
+        (unsigned long long)s.batch_slots, "batch_slots_released",
+        (unsigned long long)s.batch_slots_released);
 }
 
 static PyObject *app_get_closed(PyObject *self, void *closure)

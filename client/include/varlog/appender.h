@@ -35,12 +35,13 @@
  * late by as long as it blocks); and a callback is "on its own appender's thread" for every
  * appender of its thread (below: QUEUE_FULL at once, STATE for flush and close).
  *
- * Transmit queue: a fixed set of batch slots allocated when the appender is created
+ * Transmit queue: batch slots, the initial ones allocated when the appender is created
  * (per log stream: appender.pipeline.depth in flight, one waiting, plus the batch being
- * filled), each with room for appender.batch.max.records records and
- * appender.batch.max.bytes bytes. Records are encoded into the open slot as they arrive and
- * the slot's bytes are what gRPC sends: no copy, and no allocation per append (the
- * result handed to callbacks comes from a small object pool and goes back after them).
+ * filled), more as records wait (see Memory below), each with room for
+ * appender.batch.max.records records and appender.batch.max.bytes bytes. Records are encoded into
+ * the open slot as they arrive and the slot's bytes are what gRPC sends: no copy, and no allocation
+ * per append while the load is steady (the result handed to callbacks comes from a small object
+ * pool and goes back after them).
  *
  * Batching: a batch is closed when it is full (records or bytes), when appender.linger.ms
  * passed since its first record and no earlier batch is still waiting to be sent, or on
@@ -106,15 +107,26 @@
  * about one a second), not a spin.
  *
  * Memory: pending records and bytes (queued, in flight, or waiting for their callback) are
- * bounded by appender.queue.max.records and appender.queue.max.bytes. A record counts until
- * its call's callback has returned. When records wait while every slot is taken (the
- * network or a callback is slow) and those bounds still have room, the transmit queue grows,
- * by one slot at a time, up to appender.queue.max.records / appender.batch.max.records slots
- * (at most 4096) beyond its initial ones: enough for a queue of full batches. Slots stay
- * until close; each reserves appender.batch.max.bytes of address space, touched as records
- * fill it. Only batches sent before they were full (linger, flush) hold fewer records: a
- * producer whose batches all leave nearly empty can meet QUEUE_FULL with fewer records
- * pending, and its error text then says that the slots, not the bounds, ran out.
+ * bounded per appender by appender.queue.max.records and appender.queue.max.bytes, and for all
+ * the appenders of one client together by appender.client.queue.max.records and .max.bytes
+ * (librdkafka bounds a producer instance so across its partitions). A record counts until its
+ * call's callback has returned. The client-wide bounds default to the per-appender ones and are
+ * never below them: an appender alone meets its own bound first and behaves as if there were no
+ * other, while one appender per log stream holds in all what one topic-wide appender would, not
+ * that many times over. When records wait while every slot is taken (the network or a callback
+ * is slow) and those bounds still have room, the transmit queue grows, by one slot at a time,
+ * up to appender.queue.max.records / appender.batch.max.records slots (at most 4096) beyond its
+ * initial ones: enough for a queue of full batches. Each slot reserves appender.batch.max.bytes
+ * of address space, touched as records fill it. Free slots are reused most recently freed
+ * first, so a load that needs fewer slots keeps using the same ones; those beyond the initial
+ * count that stay free for a second are given back (but for a quarter more than that second
+ * used, so that a load moving between appenders does not give back and allocate slots again
+ * every second), their pages returned to the system (varlog_appender_stats: batch_slots,
+ * batch_slots_released): a burst's memory goes back after it, within about a second and a
+ * half however quiet the appender stays, while a steady load allocates nothing. Only batches
+ * sent before they were full (linger, flush) hold fewer records: a producer whose batches all
+ * leave nearly empty can meet QUEUE_FULL with fewer records pending, and its error text then
+ * says that the slots, not the bounds, ran out.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -143,11 +155,13 @@ typedef struct varlog_append_result {
 /* Runs on the appender's thread, once per append call, never with a library lock held. It
  * may call varlog_appender_append on any appender (on its own appender, or with
  * appender.threads on any appender of its thread, a full queue gives QUEUE_FULL at once
- * whatever the timeout: only the callback's return can make room) and any client function;
- * varlog_appender_flush and varlog_appender_close on its own appender (or one of its thread)
- * return VARLOG_ERR_STATE, and varlog_client_destroy is refused the same way (see there).
- * A slow callback delays the callbacks after it (of every appender of its thread) and, once
- * the queue is full, the producers. */
+ * whatever the timeout: only the callback's return can make room; on any appender of the same
+ * client so does a full client-wide bound, appender.client.queue.max.*, which the calls of
+ * running callbacks hold until they return) and any client function; varlog_appender_flush
+ * and varlog_appender_close on its own appender (or one of its thread) return
+ * VARLOG_ERR_STATE, and varlog_client_destroy is refused the same way (see there). A slow
+ * callback delays the callbacks after it (of every appender of its thread) and, once the
+ * queue is full, the producers. */
 typedef void varlog_append_cb(const varlog_append_result_t *result, void *opaque);
 
 /*
@@ -175,16 +189,21 @@ VARLOG_API varlog_err_t varlog_appender_new(varlog_client_t *client, int32_t top
  *
  * Ownership: records and their bytes are copied before the call returns; the caller may
  * reuse them at once. cb is required; opaque is the caller's.
- * Blocks: while the queue is full (appender.queue.max.records or .max.bytes reached, or
- * every batch slot taken and the queue grown to its most slots: see Memory above), up to
- * timeout_ms: 0 = not at all, -1 = until there is room. A waiting call is woken once a
- * quarter of each bound is free again (or nothing is pending), not for each settled batch,
- * and a timed wait takes whatever room there is when its timeout ends. Growing the queue
- * allocates one slot, without the appender's lock.
+ * Blocks: while the queue is full (appender.queue.max.records or .max.bytes reached, the
+ * client-wide appender.client.queue.max.records or .max.bytes reached by all the client's
+ * appenders together, or every batch slot taken and the queue grown to its most slots: see
+ * Memory above), up to timeout_ms: 0 = not at all, -1 = until there is room. A waiting call
+ * is woken once a quarter of each bound is free again (or nothing is pending), not for each
+ * settled batch: for the client-wide bound, by a settle of any appender of the client, or by
+ * this appender's close. A timed wait takes whatever room there is when its timeout ends. On
+ * one of the client's own threads (an appender's callback, a subscription's handler, a stats
+ * callback) a full client-wide bound is never waited for: QUEUE_FULL at once. Growing the
+ * queue allocates one slot, without the appender's lock.
  * Errors, after which cb is never called and nothing was queued: INVALID_ARG (NULL app,
  * records or cb, n 0, an empty record, a record above append.record.max.bytes, more than
  * appender.batch.max.records records or appender.batch.max.bytes bytes in one call,
- * timeout_ms below -1), QUEUE_FULL (no room within timeout_ms), CLOSED (the appender or its
+ * timeout_ms below -1), QUEUE_FULL (no room within timeout_ms; its text names the bound
+ * that was full, the appender's, the client's or the slots), CLOSED (the appender or its
  * client is closing).
  */
 VARLOG_API varlog_err_t varlog_appender_append(varlog_appender_t *app,
@@ -260,6 +279,10 @@ typedef struct varlog_appender_stats {
     uint64_t pending_records;  /* their records */
     uint64_t pending_bytes;    /* their payload bytes */
     uint64_t inflight_batches; /* requests sent and not yet answered */
+    /* Transmit-queue slots allocated now: the initial ones and those added as records
+     * waited, which go back once free for a second (see Memory above). */
+    uint64_t batch_slots;
+    uint64_t batch_slots_released; /* slots beyond the initial ones given back */
 } varlog_appender_stats_t;
 
 /* Fills *out. Does not block beyond a brief internal lock. Errors: INVALID_ARG (NULL). */
