@@ -38,7 +38,10 @@ static app_exec_t *exec_new(varlog_client_t *c, bool dedicated)
 /* With ex->mu: the sleeping thread wakes (a kick for its poll, unless from intake). */
 static void exec_wake_locked(app_exec_t *ex, bool from_intake)
 {
-    ex->news = true;
+    if (from_intake)
+        ex->intake_news = true;
+    else
+        ex->news = true;
     if (!ex->sleeping)
         return;
     if (!ex->in_poll) {
@@ -112,7 +115,9 @@ static void *exec_main(void *arg)
             while (rpc_poller_poll(ex->poller, 0) != RPC_POLL_TIMEOUT)
                 ;
         pthread_mutex_lock(&ex->mu);
-        ex->news = false; /* what comes after this is seen by a plan, or sets it again */
+        /* What comes after this is seen by a plan, or sets them again. */
+        ex->news = false;
+        ex->intake_news = false;
         bool grown = take_joining(ex, &apps, &n, &cap);
         bool stop = n == 0 && ex->n_joining == 0 && (ex->dedicated || ex->stop);
         pthread_mutex_unlock(&ex->mu);
@@ -160,7 +165,12 @@ static void *exec_main(void *arg)
         expecting = expecting || rpc_poller_live(ex->poller) > streams;
         drain = false;
         pthread_mutex_lock(&ex->mu);
-        if (work || next <= now || ex->news || ex->n_joining > 0 || (ex->stop && n == 0)) {
+        /* Intake's news keeps it from a sleep on wake only: a poll is sliced while intake could
+         * let a batch out, and a round for each record a producer queues meanwhile would cost
+         * more than the slice's wait (bench_append, topic-wide, k = 8: 10 % more CPU per
+         * record when intake's news cut every poll short). */
+        if (work || next <= now || ex->news || (ex->intake_news && !expecting) ||
+            ex->n_joining > 0 || (ex->stop && n == 0)) {
             pthread_mutex_unlock(&ex->mu);
             continue;
         }

@@ -334,8 +334,9 @@ typedef struct app_exec {
     pthread_mutex_t mu;
     pthread_cond_t wake;
     /* (mu) Something an idle member's plan did not see changed: the thread does not sleep,
-     * or wakes. Cleared as a round begins, before any plan. */
-    bool news;
+     * or wakes. Cleared as a round begins, before any plan. intake_news: the change was a
+     * producer's record, which does not cut a poll short (the poll is sliced for it). */
+    bool news, intake_news;
     bool sleeping, in_poll, kicked; /* (mu) where it sleeps; one kick per sleep */
     bool stop;                      /* (mu) shared: the client is being destroyed */
     varlog_appender_t **joining;    /* (mu) added, not yet taken by the thread */
