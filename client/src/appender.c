@@ -480,7 +480,7 @@ varlog_err_t varlog_appender_new(varlog_client_t *c, int32_t topic_id, int32_t l
         (err = client_add_appender(c, app)) == VARLOG_OK) {
         app_ref(app); /* the thread's */
         app->has_thread = true;
-        app->joinable = app->exec->dedicated;
+        app->joinable = app->own_exec;
         if ((err = app_exec_start(app)) != VARLOG_OK) {
             app->has_thread = false;
             app->joinable = false;
@@ -815,7 +815,7 @@ static varlog_err_t app_shutdown(varlog_appender_t *app, int64_t timeout_ms, boo
     if (detach) {
         app->c = NULL;
         /* A shared thread ends with the client: the handle, valid for close alone, forgets it. */
-        if (app->exec && !app->exec->dedicated)
+        if (!app->own_exec)
             app->exec = NULL;
     }
     if (client)

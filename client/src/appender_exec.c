@@ -322,6 +322,7 @@ varlog_err_t app_exec_attach(varlog_appender_t *app)
             return err;
     }
     app->exec = ex;
+    app->own_exec = ex->dedicated;
     app->poller = ex->poller;
     return VARLOG_OK;
 }
@@ -346,7 +347,7 @@ varlog_err_t app_exec_start(varlog_appender_t *app)
 
 void app_exec_join_own(varlog_appender_t *app)
 {
-    if (app->exec->dedicated)
+    if (app->own_exec)
         pthread_join(app->exec->thread, NULL);
 }
 
@@ -355,7 +356,9 @@ void app_exec_free_own(varlog_appender_t *app)
     app_exec_t *ex = app->exec;
     if (!ex)
         return;
-    if (ex->dedicated) {
+    /* A shared thread may be gone: the last reference (a retry task's, a batch body's) can
+     * outlive the client's destroy. Only the appender's own flag is read. */
+    if (app->own_exec) {
         exec_free(ex);
     } else if (!app->has_thread) {
         /* Counted when it was picked; it never joined. */

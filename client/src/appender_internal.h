@@ -168,6 +168,7 @@ struct varlog_appender {
     /* The thread that runs the appender (appender_exec.c): its own, or one the client's
      * appenders share (appender.threads). */
     struct app_exec *exec;
+    bool own_exec; /* exec is its own (never a shared one, which may end before the appender) */
     rpc_poller_t *poller; /* the completion queue of exec, which its thread owns */
     /* Set by the thread as it goes idle: false when every lane's pipeline is full on a live
      * stream, so that a batch a producer opens or fills could not go out before an answer
