@@ -166,7 +166,10 @@ static void test_flush_wakes_once_for_many_batches(void **state)
     assert_settled(calls, N, VARLOG_OK);
     print_message("flush of %d batches settling one by one: the flushing thread slept %ld times\n",
                   N, sleeps);
-    if (sleeps > N / 10)
+    /* Woken per batch, it sleeps about N times. Runs here sleep once or twice; a CI run
+     * under load once counted 30 (futex waits on the appender's mutex count too): a quarter
+     * of N still tells one wake-up per flush from one per batch. */
+    if (sleeps > N / 4)
         fail_msg("the flushing thread slept %ld times for %d batches", sleeps, N);
     fx_stop(&x);
 }
