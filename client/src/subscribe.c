@@ -198,34 +198,40 @@ void varlog_subscription_close(varlog_subscription_t **subp)
 
 /* ---- the handler form's thread ------------------------------------------------------------- */
 
+void sub_hand_entry(varlog_subscription_t *sub, const varlog_entry_t *e)
+{
+    const varlog_subscribe_handlers_t *h = &sub->handlers;
+    if (!sub->timing) {
+        h->on_entry(e, h->opaque);
+        return;
+    }
+    int64_t handed = stats_now_ns();
+    h->on_entry(e, h->opaque);
+    sub_stages_note(sub, e, handed, stats_now_ns() - handed);
+}
+
+void sub_hand_end(varlog_subscription_t *sub, varlog_err_t err)
+{
+    const varlog_subscribe_handlers_t *h = &sub->handlers;
+    if (err == VARLOG_ERR_END) {
+        if (h->on_end)
+            h->on_end(h->opaque);
+    } else if (err != VARLOG_ERR_CLOSED && err != VARLOG_ERR_TIMED_OUT) {
+        if (h->on_error)
+            h->on_error(err, sub->why, h->opaque);
+    }
+}
+
 static void *sub_thread(void *arg)
 {
     varlog_subscription_t *sub = arg;
     pthread_setname_np(pthread_self(), "varlog-sub");
     client_thread_own(sub->c);
-    const varlog_subscribe_handlers_t *h = &sub->handlers;
     varlog_entry_t e;
-    for (;;) {
-        varlog_err_t err = sub_step(sub, -1, &e);
-        if (err == VARLOG_OK) {
-            if (!sub->timing) {
-                h->on_entry(&e, h->opaque);
-                continue;
-            }
-            int64_t handed = stats_now_ns();
-            h->on_entry(&e, h->opaque);
-            sub_stages_note(sub, &e, handed, stats_now_ns() - handed);
-            continue;
-        }
-        if (err == VARLOG_ERR_END) {
-            if (h->on_end)
-                h->on_end(h->opaque);
-        } else if (err != VARLOG_ERR_CLOSED && err != VARLOG_ERR_TIMED_OUT) {
-            if (h->on_error)
-                h->on_error(err, sub->why, h->opaque);
-        }
-        break;
-    }
+    varlog_err_t err;
+    while ((err = sub_step(sub, -1, &e)) == VARLOG_OK)
+        sub_hand_entry(sub, &e);
+    sub_hand_end(sub, err);
     /* It polls no more: the client's polling role goes back (rpc_client.c, the polling rule);
      * the poller stays until sub_streams_done. */
     rpc_poller_release(sub->poller);

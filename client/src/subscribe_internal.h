@@ -275,6 +275,12 @@ void sub_stages_note(varlog_subscription_t *sub, const varlog_entry_t *e, int64_
                      int64_t handler_ns);
 
 /* subscribe.c */
+/* Hands e, which sub_step just returned, to the handler (timed, with sub->timing): on the
+ * subscription's own thread or its shared one, no lock held. */
+void sub_hand_entry(varlog_subscription_t *sub, const varlog_entry_t *e);
+/* The handler form's end: on_end for END, on_error for a failure, nothing for CLOSED or
+ * TIMED_OUT (a close; a shared thread's turn that found nothing). */
+void sub_hand_end(varlog_subscription_t *sub, varlog_err_t err);
 void sub_ref(varlog_subscription_t *sub);
 void sub_unref(varlog_subscription_t *sub);
 /* Takes sub off its client's list of open subscriptions (once). */

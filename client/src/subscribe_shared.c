@@ -196,18 +196,11 @@ static void serve(sub_shared_t *g, varlog_subscription_t *sub)
             retire(g, sub);
         return;
     }
-    const varlog_subscribe_handlers_t *h = &sub->handlers;
     varlog_entry_t e;
     for (int i = 0; i < SERVE_BATCH; i++) {
         varlog_err_t err = sub_step(sub, 0, &e);
         if (err == VARLOG_OK) {
-            if (!sub->timing) {
-                h->on_entry(&e, h->opaque);
-                continue;
-            }
-            int64_t handed = stats_now_ns();
-            h->on_entry(&e, h->opaque);
-            sub_stages_note(sub, &e, handed, stats_now_ns() - handed);
+            sub_hand_entry(sub, &e);
             continue;
         }
         if (err == VARLOG_ERR_TIMED_OUT) {
@@ -223,12 +216,7 @@ static void serve(sub_shared_t *g, varlog_subscription_t *sub)
             return;
         }
         sub->sh_ended = true;
-        if (err == VARLOG_ERR_END) {
-            if (h->on_end)
-                h->on_end(h->opaque);
-        } else if (h->on_error) {
-            h->on_error(err, sub->why, h->opaque);
-        }
+        sub_hand_end(sub, err);
         if (closing(sub)) /* from that very handler */
             retire(g, sub);
         return;
