@@ -22,6 +22,12 @@
  *                              stream's first LLSN (varlog_peek). No fill: a log stream
  *                              holding fewer entries than its share fails the row (store
  *                              them first, as bench/scale.py does).
+ *   GrpcFloorEach/ls=S         (-mr only) not the library: SubscribeToEach's S streams, the
+ *                              same SubscribeTo requests and shares, on bare gRPC-core calls
+ *                              to each log stream's primary, one completion queue that the
+ *                              benchmark thread polls, one RECV_MESSAGE per entry (counted,
+ *                              not decoded; the status must be OK after the last). The floor
+ *                              under any gRPC-core client reading S log streams in one process.
  *
  * A round of b.N opens a subscription of [first, first + b.N), takes b.N entries (checking
  * that each has the next GLSN, or LLSN for SubscribeTo, and 100 bytes), waits for the end
@@ -235,6 +241,8 @@ int main(int argc, char **argv)
             cases[n++] = (scase_t){.form = F_GRPC_FLOOR, .log_streams = 1};
         cases[n++] =
             (scase_t){.form = F_SUBSCRIBE_TO_EACH, .log_streams = k < each_subs ? k : each_subs};
+        cases[n++] =
+            (scase_t){.form = F_GRPC_FLOOR_EACH, .log_streams = k < each_subs ? k : each_subs};
         fprintf(stderr, "bench_subscribe: cluster at %s, topic %d (%d log streams)\n",
                 cluster_address, topic_id, k);
     } else {
@@ -248,9 +256,9 @@ int main(int argc, char **argv)
     static bench_t benches[8];
     for (size_t i = 0; i < n; i++) {
         scase_t *c = &cases[i];
-        static const char *const forms[] = {"SubscribeTo/iter", "Subscribe/iter",
-                                            "Subscribe/handler", "GrpcFloor",
-                                            "SubscribeToEach/handler"};
+        static const char *const forms[] = {"SubscribeTo/iter",        "Subscribe/iter",
+                                            "Subscribe/handler",       "GrpcFloor",
+                                            "SubscribeToEach/handler", "GrpcFloorEach"};
         snprintf(c->name, sizeof(c->name), "%s/ls=%d/size=%d", forms[c->form], c->log_streams,
                  ENTRY_SIZE);
         benches[i] = (bench_t){.name = c->name,

@@ -8,7 +8,8 @@
  *                             log filled outside the clock;
  *   bench_subscribe_rounds.c  one round of b.N entries through the library (iterator or
  *                             handlers) and the metrics of a round;
- *   bench_subscribe_floor.c   GrpcFloor: the same Subscribe on a bare gRPC-core call. */
+ *   bench_subscribe_floor.c   GrpcFloor and GrpcFloorEach: the same Subscribe (SubscribeTo)
+ *                             on bare gRPC-core calls. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -40,7 +41,8 @@ typedef enum {
     F_SUBSCRIBE_ITER,
     F_SUBSCRIBE_HANDLER,
     F_GRPC_FLOOR,
-    F_SUBSCRIBE_TO_EACH
+    F_SUBSCRIBE_TO_EACH,
+    F_GRPC_FLOOR_EACH
 } form_t;
 
 typedef struct scase {
@@ -70,10 +72,12 @@ extern uint8_t payload[ENTRY_SIZE];
 
 struct env;
 
-/* One subscription of SubscribeToEach: its log stream's entries, on its own thread. */
+/* One subscription of SubscribeToEach (its log stream's entries, on its own thread), or one
+ * bare call of GrpcFloorEach. */
 typedef struct each_sub {
     struct env *e;
     int32_t log_stream;
+    grpc_channel *ch;     /* GrpcFloorEach: the channel to the log stream's primary */
     uint64_t first, have; /* LLSNs held from first on (varlog_peek) */
     uint64_t next, want;  /* the LLSN wanted next; entries this round reads */
     uint64_t count, bad, bytes;
@@ -114,6 +118,10 @@ typedef struct env {
     /* SubscribeToEach: one subscription per log stream of the first n_each. */
     each_sub_t each[MAX_EACH];
     size_t n_each, each_done;
+    /* GrpcFloorEach: a channel per storage node (each[i].ch points at one of them). */
+    grpc_channel *each_ch[MAX_EACH];
+    char each_addr[MAX_EACH][128];
+    size_t n_each_ch;
 } env_t;
 
 /* b_failf with what failed, the error's name and text, and text when there is one. */
@@ -129,12 +137,22 @@ int fill(bench_b_t *b, env_t *e, uint64_t want);
 void env_client_close(env_t *e);
 
 /* GrpcFloor's own channel (with -chanarg's arguments) and completion queue, to address;
- * floor_close accepts an env without them. */
+ * floor_close closes GrpcFloorEach's channels too, and accepts an env without any. */
 void floor_open(env_t *e, const char *address);
 void floor_close(env_t *e);
 /* One GrpcFloor round: b->n entries. Returns the bytes of the messages read, or -1 after
  * b_failf. */
 int64_t read_floor(bench_b_t *b, env_t *e);
+/* GrpcFloorEach's channel to address for e->each[i] (one per address, shared), opening the
+ * completion queue with the first. 0, or -1 after a message on stderr. */
+int floor_each_open(env_t *e, size_t i, const char *address);
+/* One GrpcFloorEach round: b->n entries over e->n_each bare SubscribeTo calls, shared as
+ * SubscribeToEach shares them. Returns the bytes read, or -1 after b_failf. */
+int64_t read_floor_each(bench_b_t *b, env_t *e);
+
+/* Gives each of e->n_each log streams its share of b->n entries from its first LLSN; -1
+ * after b_failf when one holds fewer than its share. */
+int each_shares(bench_b_t *b, env_t *e);
 
 /* The harness's round of every row. */
 void sub_round(bench_b_t *b);

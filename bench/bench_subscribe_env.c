@@ -233,7 +233,7 @@ void *env_setup(const void *arg)
                 topic_id, n, MAX_LOG_STREAMS);
         goto fail;
     }
-    if (c->form == F_SUBSCRIBE_TO_EACH) {
+    if (c->form == F_SUBSCRIBE_TO_EACH || c->form == F_GRPC_FLOOR_EACH) {
         e->n_each = (size_t)each_subs < n ? (size_t)each_subs : n;
         for (size_t i = 0; i < e->n_each; i++) {
             each_sub_t *s = &e->each[i];
@@ -249,6 +249,11 @@ void *env_setup(const void *arg)
             }
             s->first = first.llsn ? first.llsn : 1;
             s->have = last.llsn >= s->first ? last.llsn - s->first + 1 : 0;
+            char node[256];
+            if (c->form == F_GRPC_FLOOR_EACH &&
+                (bench_primary_of(e->client, topic_id, ids[i], node, sizeof(node)) != 0 ||
+                 floor_each_open(e, i, node) != 0))
+                goto fail;
         }
     } else if (cluster_address) {
         if (mr_find_log(e, ids, n) != 0)

@@ -183,13 +183,9 @@ static void each_on_error(varlog_err_t err, const char *why, void *opaque)
     each_finish(opaque, err, why);
 }
 
-/* One round of SubscribeToEach: b->n entries over e->n_each subscriptions opened at once. */
-static int64_t read_each(bench_b_t *b, env_t *e, varlog_subscription_stats_t *st)
+int each_shares(bench_b_t *b, env_t *e)
 {
-    varlog_subscription_t *subs[MAX_EACH] = {0};
-    size_t n = e->n_each, opened = 0;
-    int64_t bytes = -1;
-    e->each_done = 0;
+    size_t n = e->n_each;
     for (size_t i = 0; i < n; i++) {
         each_sub_t *s = &e->each[i];
         s->want = (uint64_t)b->n / n + (i < (uint64_t)b->n % n ? 1 : 0);
@@ -208,6 +204,18 @@ static int64_t read_each(bench_b_t *b, env_t *e, varlog_subscription_stats_t *st
             return -1;
         }
     }
+    return 0;
+}
+
+/* One round of SubscribeToEach: b->n entries over e->n_each subscriptions opened at once. */
+static int64_t read_each(bench_b_t *b, env_t *e, varlog_subscription_stats_t *st)
+{
+    varlog_subscription_t *subs[MAX_EACH] = {0};
+    size_t n = e->n_each, opened = 0;
+    int64_t bytes = -1;
+    e->each_done = 0;
+    if (each_shares(b, e) != 0)
+        return -1;
     for (; opened < n; opened++) {
         each_sub_t *s = &e->each[opened];
         if (s->want == 0) { /* b.N below the subscriptions: nothing to read */
@@ -275,9 +283,10 @@ void sub_round(bench_b_t *b)
 {
     env_t *e = b->ctx;
     b_stop_timer(b);
-    if (e->c->form != F_SUBSCRIBE_TO_EACH && fill(b, e, (uint64_t)b->n) != 0)
+    bool each = e->c->form == F_SUBSCRIBE_TO_EACH || e->c->form == F_GRPC_FLOOR_EACH;
+    if (!each && fill(b, e, (uint64_t)b->n) != 0)
         return;
-    if (e->c->form == F_GRPC_FLOOR && e->client)
+    if ((e->c->form == F_GRPC_FLOOR || e->c->form == F_GRPC_FLOOR_EACH) && e->client)
         env_client_close(e);
     b_start_timer(b);
     int64_t srv0 = e->child > 0 ? child_server_cpu_us(e->child) : -1;
@@ -290,6 +299,7 @@ void sub_round(bench_b_t *b)
     varlog_subscription_stats_t st;
     memset(&st, 0, sizeof(st));
     int64_t bytes = e->c->form == F_GRPC_FLOOR          ? read_floor(b, e)
+                    : e->c->form == F_GRPC_FLOOR_EACH   ? read_floor_each(b, e)
                     : e->c->form == F_SUBSCRIBE_HANDLER ? read_handler(b, e, &sub)
                     : e->c->form == F_SUBSCRIBE_TO_EACH ? read_each(b, e, &st)
                                                         : read_iter(b, e, &sub);
