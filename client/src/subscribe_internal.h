@@ -179,9 +179,16 @@ struct varlog_subscription {
     struct sub_shared *shared;
     struct varlog_subscription *sh_next; /* (shared's mu) its ready list */
     bool sh_queued;                      /* (shared's mu) on that list */
-    bool sh_attached;                    /* (shared's mu) the thread serves it */
-    bool sh_known;                       /* the shared thread's: in its array */
-    bool sh_ended;                       /* the shared thread's: END or the failure reported */
+    /* The thread serves it (set under shared's mu, after the thread's reference was taken;
+     * read by the thread's notify hooks without it). */
+    atomic_bool sh_attached;
+    struct varlog_subscription *sh_local_next; /* the shared thread's: its own ready list */
+    bool sh_local;                             /* the shared thread's: on that list */
+    bool sh_known;                             /* the shared thread's: in its array */
+    bool sh_ended; /* the shared thread's: END or the failure reported */
+    /* The shared thread's clock read, passed to this subscription's next step (0: none, the
+     * step reads none unless it must stamp a wait). */
+    int64_t sh_now_ms;
 
     uint64_t id; /* the client's count of subscriptions when it was opened: the metrics' label */
     struct varlog_subscription *next_open; /* the client's list (client mu) */
@@ -308,6 +315,11 @@ void sub_shared_abort(varlog_subscription_t *sub);
 /* Puts sub on its thread's ready list and kicks the thread's poll unless the caller is that
  * thread. Any thread, no lock held. */
 void sub_shared_wake(varlog_subscription_t *sub);
+
+/* sub_shared_wake from one of sub's streams' notify hooks, sub->mu held. On the shared
+ * thread itself (inside its poll, where nearly every notify runs) it takes no lock: the
+ * thread keeps a ready list of its own. */
+void sub_shared_notified_locked(varlog_subscription_t *sub);
 
 /* Whether the calling thread is sub's shared thread (a handler of one of its subscriptions
  * runs). */

@@ -75,11 +75,11 @@ static void ls_notify(void *arg)
         sub->news_count++;
         wake = sub->waiting && (!sub->batching || sub->news_count >= sub->wakeup_entries);
     }
+    if (sub->shared) /* inside the shared thread's poll: it serves the subscription next */
+        sub_shared_notified_locked(sub);
     pthread_mutex_unlock(&sub->mu);
     if (wake)
         pthread_cond_signal(&sub->wake);
-    if (sub->shared) /* inside the shared thread's poll: it serves the subscription next */
-        sub_shared_wake(sub);
 }
 
 static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
@@ -739,7 +739,12 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 continue;
         }
         sub->quick_polls = 0;
-        int64_t now = wire_now_ms();
+        /* A shared thread reads the clock for its subscriptions' checks itself and passes
+         * it when one is due: a read each time a subscription ran dry would be one per few
+         * entries there. */
+        if (sub->shared && sub->sh_now_ms == 0 && sub->blocked_since_ms != BLOCKED_UNSTAMPED)
+            return VARLOG_ERR_TIMED_OUT;
+        int64_t now = sub->shared && sub->sh_now_ms ? sub->sh_now_ms : wire_now_ms();
         if (sub->blocked_since_ms == BLOCKED_UNSTAMPED)
             sub->blocked_since_ms = now;
         if (now >= sub->next_check_ms) {

@@ -25,6 +25,8 @@
 /* Polls after which the thread reads the clock for the periodic checks even though no poll
  * timed out (completions kept coming). */
 #define CLOCK_EVERY_POLLS 64
+/* Polls in a row that take what already came without waiting, before one that may sleep. */
+#define QUICK_POLLS 64
 
 struct sub_shared {
     varlog_client_t *c;
@@ -40,7 +42,11 @@ struct sub_shared {
     unsigned n_subs; /* given to it and not retired */
     varlog_subscription_t *ready, *ready_tail;
     size_t n_ready;
+    atomic_bool any_ready; /* ready != NULL, for a look without mu */
     /* the thread's */
+    /* Its own ready list: what its streams' notify hooks put there inside its poll, what it
+     * takes from `ready`, and what goes round again. */
+    varlog_subscription_t *local, *local_tail;
     varlog_subscription_t **subs;
     size_t n, cap;
     int64_t next_due; /* the earliest periodic check of its subscriptions (INT64_MAX: none) */
@@ -67,7 +73,7 @@ static void kick_locked(sub_shared_t *g)
 
 static void ready_locked(sub_shared_t *g, varlog_subscription_t *sub)
 {
-    if (!sub->sh_attached || sub->sh_queued)
+    if (!atomic_load_explicit(&sub->sh_attached, memory_order_relaxed) || sub->sh_queued)
         return;
     sub->sh_queued = true;
     sub->sh_next = NULL;
@@ -77,21 +83,73 @@ static void ready_locked(sub_shared_t *g, varlog_subscription_t *sub)
         g->ready = sub;
     g->ready_tail = sub;
     g->n_ready++;
+    atomic_store_explicit(&g->any_ready, true, memory_order_relaxed);
     kick_locked(g);
 }
 
-static varlog_subscription_t *pop_ready_locked(sub_shared_t *g)
+/* The thread's own list: no lock. */
+static void local_push(sub_shared_t *g, varlog_subscription_t *sub)
 {
-    varlog_subscription_t *sub = g->ready;
+    if (sub->sh_local)
+        return;
+    sub->sh_local = true;
+    sub->sh_local_next = NULL;
+    if (g->local_tail)
+        g->local_tail->sh_local_next = sub;
+    else
+        g->local = sub;
+    g->local_tail = sub;
+}
+
+static varlog_subscription_t *local_pop(sub_shared_t *g)
+{
+    varlog_subscription_t *sub = g->local;
     if (!sub)
         return NULL;
-    g->ready = sub->sh_next;
-    if (!g->ready)
-        g->ready_tail = NULL;
-    g->n_ready--;
-    sub->sh_queued = false;
-    sub->sh_next = NULL;
+    g->local = sub->sh_local_next;
+    if (!g->local)
+        g->local_tail = NULL;
+    sub->sh_local = false;
+    sub->sh_local_next = NULL;
     return sub;
+}
+
+static void local_remove(sub_shared_t *g, varlog_subscription_t *sub)
+{
+    if (!sub->sh_local)
+        return;
+    varlog_subscription_t *prev = NULL;
+    for (varlog_subscription_t *s = g->local; s; prev = s, s = s->sh_local_next) {
+        if (s != sub)
+            continue;
+        if (prev)
+            prev->sh_local_next = s->sh_local_next;
+        else
+            g->local = s->sh_local_next;
+        if (g->local_tail == s)
+            g->local_tail = prev;
+        break;
+    }
+    sub->sh_local = false;
+    sub->sh_local_next = NULL;
+}
+
+/* Moves the ready list to the thread's own (mu held), and counts what its list holds. */
+static size_t take_ready_locked(sub_shared_t *g)
+{
+    for (varlog_subscription_t *sub = g->ready, *next; sub; sub = next) {
+        next = sub->sh_next;
+        sub->sh_queued = false;
+        sub->sh_next = NULL;
+        local_push(g, sub);
+    }
+    g->ready = g->ready_tail = NULL;
+    g->n_ready = 0;
+    atomic_store_explicit(&g->any_ready, false, memory_order_relaxed);
+    size_t n = 0;
+    for (varlog_subscription_t *sub = g->local; sub; sub = sub->sh_local_next)
+        n++;
+    return n;
 }
 
 static void unready_locked(sub_shared_t *g, varlog_subscription_t *sub)
@@ -111,6 +169,8 @@ static void unready_locked(sub_shared_t *g, varlog_subscription_t *sub)
         break;
     }
     g->n_ready--;
+    if (g->n_ready == 0)
+        atomic_store_explicit(&g->any_ready, false, memory_order_relaxed);
     sub->sh_queued = false;
     sub->sh_next = NULL;
 }
@@ -129,6 +189,22 @@ void sub_shared_wake(varlog_subscription_t *sub)
         pthread_mutex_unlock(&g->mu);
     }
     pthread_mutex_unlock(&sub->mu);
+}
+
+void sub_shared_notified_locked(varlog_subscription_t *sub)
+{
+    sub_shared_t *g = sub->shared;
+    /* Attached: the thread holds a reference until it retires sub, on this very thread, which
+     * takes it off the list. */
+    if (tls_shared == g && atomic_load_explicit(&sub->sh_attached, memory_order_acquire)) {
+        local_push(g, sub);
+        return;
+    }
+    if (!sub->shut) { /* see sub_shared_wake */
+        pthread_mutex_lock(&g->mu);
+        ready_locked(g, sub);
+        pthread_mutex_unlock(&g->mu);
+    }
 }
 
 bool sub_shared_on_thread(const varlog_subscription_t *sub)
@@ -162,9 +238,10 @@ static void retire(sub_shared_t *g, varlog_subscription_t *sub)
             break;
         }
     }
+    local_remove(g, sub);
     pthread_mutex_lock(&g->mu);
     unready_locked(g, sub);
-    sub->sh_attached = false;
+    atomic_store_explicit(&sub->sh_attached, false, memory_order_relaxed);
     g->n_subs--;
     pthread_mutex_unlock(&g->mu);
     pthread_mutex_lock(&sub->mu);
@@ -174,15 +251,16 @@ static void retire(sub_shared_t *g, varlog_subscription_t *sub)
     sub_unref(sub); /* the thread's */
 }
 
-/* Hands out what sub has buffered (at most SERVE_BATCH entries), or its end. */
-static void serve(sub_shared_t *g, varlog_subscription_t *sub)
+/* Hands out what sub has buffered (at most SERVE_BATCH entries), or its end; now_ms: the
+ * clock for its periodic check when that is due, else 0. */
+static void serve(sub_shared_t *g, varlog_subscription_t *sub, int64_t now_ms)
 {
     if (!sub->sh_known) {
         if (g->n == g->cap) {
             size_t cap = g->cap ? g->cap * 2 : 16;
             varlog_subscription_t **a = realloc(g->subs, cap * sizeof(*a));
             if (!a) { /* served from the ready list alone until memory comes back */
-                sub_shared_wake(sub);
+                local_push(g, sub);
                 return;
             }
             g->subs = a;
@@ -198,14 +276,15 @@ static void serve(sub_shared_t *g, varlog_subscription_t *sub)
     }
     varlog_entry_t e;
     for (int i = 0; i < SERVE_BATCH; i++) {
+        sub->sh_now_ms = now_ms;
         varlog_err_t err = sub_step(sub, 0, &e);
+        sub->sh_now_ms = now_ms = 0; /* a handler may take long: not for the next step */
         if (err == VARLOG_OK) {
             sub_hand_entry(sub, &e);
             continue;
         }
         if (err == VARLOG_ERR_TIMED_OUT) {
-            /* Nothing buffered: it waits for the thread's next poll, which the step's clock
-             * read is for (the own thread reads it once per wait too). */
+            /* Nothing buffered: it waits for the thread's next poll. */
             sub->waits++;
             if (sub->next_check_ms < g->next_due)
                 g->next_due = sub->next_check_ms;
@@ -221,7 +300,7 @@ static void serve(sub_shared_t *g, varlog_subscription_t *sub)
             retire(g, sub);
         return;
     }
-    sub_shared_wake(sub); /* more may be buffered: after the others */
+    local_push(g, sub); /* more may be buffered: after the others */
 }
 
 /* Serves the subscriptions whose periodic check is due (new log streams, stalls, outages),
@@ -234,7 +313,7 @@ static void serve_due(sub_shared_t *g, int64_t now)
             continue;
         varlog_subscription_t *sub = g->subs[i];
         if (!sub->sh_ended && sub->next_check_ms <= now)
-            serve(g, sub);
+            serve(g, sub, now);
     }
     int64_t next = INT64_MAX;
     for (size_t i = 0; i < g->n; i++)
@@ -256,25 +335,32 @@ static void *shared_thread(void *arg)
     g->next_due = INT64_MAX;
     bool due = false;       /* next_due passed (the poll timed out): no clock read needed */
     unsigned unclocked = 0; /* polls since the thread last read the clock */
+    unsigned quick = 0;     /* polls in a row that did not wait */
     for (;;) {
         /* What is ready now, once each: one that stays ready goes round again after the
-         * thread polled, so that gRPC's receives go on. */
-        pthread_mutex_lock(&g->mu);
-        size_t round = g->n_ready;
-        pthread_mutex_unlock(&g->mu);
-        for (size_t i = 0; i < round; i++) {
+         * thread polled, so that gRPC's receives go on. Others' wakes (a close, a retry, a
+         * gap's answer) need mu; what the thread's own poll brought does not. */
+        size_t round = 0;
+        if (atomic_load_explicit(&g->any_ready, memory_order_relaxed)) {
             pthread_mutex_lock(&g->mu);
-            varlog_subscription_t *sub = pop_ready_locked(g);
+            round = take_ready_locked(g);
             pthread_mutex_unlock(&g->mu);
+        } else {
+            for (varlog_subscription_t *s = g->local; s; s = s->sh_local_next)
+                round++;
+        }
+        for (size_t i = 0; i < round; i++) {
+            varlog_subscription_t *sub = local_pop(g);
             if (!sub)
                 break;
-            serve(g, sub);
+            serve(g, sub, 0);
         }
         /* The checks of subscriptions with nothing to hand out: when the poll timed out at
          * next_due, or now and then while completions keep it from timing out. Not at every
          * poll: a read per wake-up would be a read per entry on a quiet topic. */
         if (due) {
-            serve_due(g, g->next_due);
+            /* Read here, not assumed from next_due: the steps use it as their clock. */
+            serve_due(g, wire_now_ms());
             due = false;
         } else if (++unclocked >= CLOCK_EVERY_POLLS) {
             unclocked = 0;
@@ -282,6 +368,16 @@ static void *shared_thread(void *arg)
             if (now >= g->next_due)
                 serve_due(g, now);
         }
+        if (g->local)
+            continue; /* a subscription had more than a turn's worth */
+        /* What already came, taken without a clock read or a lock: completions stream in
+         * while entries do. Bounded, so that the look under mu below (the thread's end,
+         * wakes from others) and the sleeping poll's timeout still come. */
+        if (quick < QUICK_POLLS && rpc_poller_poll_ready(poller) != RPC_POLL_TIMEOUT) {
+            quick++;
+            continue;
+        }
+        quick = 0;
         pthread_mutex_lock(&g->mu);
         if (g->n_subs == 0) {
             /* Its last subscription closed: the thread ends; the next subscription given to
@@ -395,7 +491,7 @@ void sub_shared_attach(varlog_subscription_t *sub)
     sub_shared_t *g = sub->shared;
     sub_ref(sub); /* the thread's, dropped at its retire */
     pthread_mutex_lock(&g->mu);
-    sub->sh_attached = true;
+    atomic_store_explicit(&sub->sh_attached, true, memory_order_release);
     ready_locked(g, sub); /* the news its streams brought meanwhile */
     pthread_mutex_unlock(&g->mu);
 }
