@@ -17,11 +17,12 @@
  *   Appender/size=S/batch=B/depth=D/producers=P: the pipelined appender (varlog/appender.h)
  *   with appender.batch.max.records = B and appender.pipeline.depth = D. P producer threads
  *   share b.N single-record calls (varlog_appender_append with n 1 and timeout -1, a callback
- *   that counts); an op is one record. After the loop the round flushes, and the clock stops
- *   when the last callback has returned. By default these rows run against a varlog-server
- *   started as a child process (-server PATH, default the one built with this program), so
- *   that the benchmark process's CPU time is the client's alone; -inproc runs them against
- *   the embedded server in this process instead (then CPU and allocations include the
+ *   that counts; -call N: calls of N records each, named .../call=N, as Go's benchmark hands
+ *   its appender whole batches of --batch-size); an op is one record. After the loop the round
+ * flushes, and the clock stops when the last callback has returned. By default these rows run
+ * against a varlog-server started as a child process (-server PATH, default the one built with this
+ * program), so that the benchmark process's CPU time is the client's alone; -inproc runs them
+ * against the embedded server in this process instead (then CPU and allocations include the
  *   server's).
  *
  * -mr: the metadata repository of a cluster to benchmark (a real Varlog cluster, or a
@@ -30,6 +31,9 @@
  * stream of the appender rows (0: a topic-wide appender), while AppendTo uses the topic's
  * first log stream. The AppendRetry benchmarks need the embedded server's fault injection and
  * are left out with -mr. Records appended to a cluster stay there.
+ *
+ * -call N (1 to 1000, at most the batch): records per varlog_appender_append call in the
+ * Appender rows, instead of 1.
  *
  * -size BYTES: the Appender rows' record size (1 to 4096) instead of the grid's 100 and 1024,
  * so that a run writes the same bytes as another client's benchmark (bench/side-by-side.py
@@ -141,6 +145,10 @@ static int32_t appender_log_stream = 1;
 static bool appender_inproc;
 /* -appenders per-ls: one bound appender per log stream of the topic (AppenderPerLS rows). */
 static bool appenders_per_ls;
+/* -call N: records per varlog_appender_append call in the Appender rows (1: one record a
+ * call); N = the batch hands whole batches over, as Go's benchmark does (AppendBatch). */
+#define MAX_CALL 1000
+static int32_t records_per_call = 1;
 static const char *server_program = VARLOG_SERVER_PROGRAM;
 
 #define SERVER_MAX_BYTES (8ULL << 30)
@@ -477,15 +485,25 @@ typedef struct producer {
 static void *producer_main(void *arg)
 {
     producer_t *p = arg;
-    const varlog_record_t rec = {.data = appender_payload, .len = p->c->size};
+    varlog_record_t recs[MAX_CALL]; /* the same record, -call times */
+    for (size_t i = 0; i < (size_t)records_per_call; i++)
+        recs[i] = (varlog_record_t){.data = appender_payload, .len = p->c->size};
     size_t a = p->first_app % p->e->n_apps;
-    long run = 0;
-    for (long i = 0; i < p->n; i++) {
-        if (p->e->n_apps > 1 && run++ == p->c->batch) {
+    long run = 0, per = records_per_call;
+    for (long i = 0; i < p->n;) {
+        if (p->e->n_apps > 1 && run == p->c->batch) {
             a = (a + 1) % p->e->n_apps;
-            run = 1;
+            run = 0;
         }
-        varlog_err_t rc = varlog_appender_append(p->e->apps[a], &rec, 1, -1, on_appended, p->e);
+        long k = per;
+        if (k > p->n - i)
+            k = p->n - i;
+        if (p->e->n_apps > 1 && k > p->c->batch - run)
+            k = p->c->batch - run; /* a call never spans two appenders' runs */
+        i += k;
+        run += k;
+        varlog_err_t rc =
+            varlog_appender_append(p->e->apps[a], recs, (size_t)k, -1, on_appended, p->e);
         if (rc != VARLOG_OK) {
             p->rc = rc;
             snprintf(p->text, sizeof(p->text), "%s", varlog_last_error());
@@ -651,9 +669,13 @@ static size_t make_pipe_cases(pcase_t *out)
                                    .batch = pipe_batches[bi],
                                    .depth = pipe_depths[di],
                                    .producers = pipe_producers[pi]};
-                    snprintf(c->name, sizeof(c->name), "%s/size=%zu/batch=%d/depth=%d/producers=%d",
-                             appenders_per_ls ? "AppenderPerLS" : "Appender", c->size, c->batch,
-                             c->depth, c->producers);
+                    int len = snprintf(c->name, sizeof(c->name),
+                                       "%s/size=%zu/batch=%d/depth=%d/producers=%d",
+                                       appenders_per_ls ? "AppenderPerLS" : "Appender", c->size,
+                                       c->batch, c->depth, c->producers);
+                    if (records_per_call > 1 && len > 0 && (size_t)len < sizeof(c->name))
+                        snprintf(c->name + len, sizeof(c->name) - (size_t)len, "/call=%d",
+                                 records_per_call);
                 }
     return n;
 }
@@ -689,6 +711,12 @@ static bool take_own_flags(int *argc, char **argv)
                 return false;
             }
             appenders_per_ls = strcmp(v, "per-ls") == 0;
+        } else if (bench_flag(*argc, argv, &i, "call", true, &v)) {
+            if (!v || !bench_parse_int(argv[0], "call", v, 1, &records_per_call) ||
+                records_per_call > MAX_CALL) {
+                fprintf(stderr, "%s: -call wants 1 to %d records\n", argv[0], MAX_CALL);
+                return false;
+            }
         } else if (!bench_target_flag(*argc, argv, &i, &target, &ok)) {
             argv[out++] = argv[i];
         } else if (!ok) {
