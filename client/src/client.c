@@ -304,6 +304,9 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
     allowlist_init(&c->allow);
     app_budget_init(c);
 
+    if (!c->conf->absl_deadlock_detection && !wire_absl_deadlock_detection_off())
+        log_line(&c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_RPC,
+                 "grpc.absl.deadlock.detection: abseil's setter was not found; left as it is");
     int64_t deadline = wire_now_ms() + c->conf->open_timeout_ms;
     err = stats_init(&c->cstats, c->conf)
               ? VARLOG_OK

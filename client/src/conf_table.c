@@ -272,6 +272,14 @@ static const conf_property_t props[] = {
              "this cap if smaller) and grows 1.6-fold with 20% jitter. While a reconnection "
              "waits, calls to the node fail at once as unreachable, so this bounds how long a "
              "node that came back stays unused. gRPC's own cap is 120000."),
+    BOOL_PROP("grpc.absl.deadlock.detection", absl_deadlock_detection, "false",
+              "Whether abseil's mutex deadlock detection, which gRPC core's locks go through, "
+              "is left as the process has it. Debian's abseil is built with it on (a debug "
+              "aid: every lock gRPC takes updates a graph of locks), which cost 8-12 % of the "
+              "client's CPU per message. false: varlog_client_new turns it off for the whole "
+              "process, once (the first client with false does; nothing turns it on again), "
+              "as a release build of abseil has it. true: the client leaves it alone, for an "
+              "application that wants abseil to report lock-order inversions."),
     INT_PROP("channel.unlisted.grace.ms", channel_unlisted_grace_ms, "60000", 0, 86400000, MS,
              "How long a cached connection to an address that the metadata no longer lists "
              "(nor metadata.addresses, nor the metadata repository member in use) is kept "

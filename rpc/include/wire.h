@@ -173,4 +173,12 @@ void wire_cq_destroy_idle(grpc_completion_queue *cq);
 void wire_grpc_ref(void);
 void wire_grpc_unref(void);
 
+/* Turns off abseil's mutex deadlock detection for the whole process, once; later calls do
+ * nothing. Why: Debian builds abseil without NDEBUG, which leaves the detection on, so every
+ * absl::Mutex that gRPC core takes updates a lock graph; that was 8-12 % of a client's CPU per
+ * message (bench_subscribe, callgrind on GrpcFloor). abseil is C++: its setter is found by
+ * its mangled names (Debian's inline namespace, and the plain one). Returns false when no
+ * such function is in the process (another abseil build), which changes nothing. */
+bool wire_absl_deadlock_detection_off(void);
+
 #endif

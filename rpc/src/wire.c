@@ -1,5 +1,7 @@
 #include "wire.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -421,6 +423,35 @@ void wire_grpc_ref(void)
 void wire_grpc_unref(void)
 {
     grpc_shutdown();
+}
+
+static bool absl_detection_off;
+
+static void absl_detection_off_once(void)
+{
+    /* absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle), whose first value,
+     * kIgnore, is 0. */
+    static const char *const names[] = {
+        "_ZN4absl7debian329SetMutexDeadlockDetectionModeENS0_15OnDeadlockCycleE",
+        "_ZN4absl29SetMutexDeadlockDetectionModeENS_15OnDeadlockCycleE",
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        void *sym = dlsym(RTLD_DEFAULT, names[i]);
+        if (!sym)
+            continue;
+        void (*set_mode)(int);
+        memcpy(&set_mode, &sym, sizeof(set_mode)); /* ISO C has no object-to-function cast */
+        set_mode(0);
+        absl_detection_off = true;
+        return;
+    }
+}
+
+bool wire_absl_deadlock_detection_off(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, absl_detection_off_once);
+    return absl_detection_off;
 }
 
 void wire_cq_destroy_idle(grpc_completion_queue *cq)

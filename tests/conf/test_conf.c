@@ -80,6 +80,7 @@ static const struct prop_case cases[] = {
     {"lookup.batch.wait.ms", "5", "60000", "5ms", "-1", "60001", "[0, 60000]"},
     {"reconnect.backoff.max.ms", "1000", "120000", "1s", "99", "120001", "[100, 120000]"},
     {"channel.unlisted.grace.ms", "60000", "0", "1m", "-1", "86400001", "[0, 86400000]"},
+    {"grpc.absl.deadlock.detection", "false", "true", "sometimes", NULL, NULL, NULL},
     {"stats.interval.ms", "0", "1000", "1s", "-1", "86400001", "[0, 86400000]"},
     {"stats.latency", "true", "false", "often", NULL, NULL, NULL},
     {"stats.lag.timeout.ms", "1000", "250", "1s", "-1", "600001", "[0, 600000]"},
