@@ -5,7 +5,8 @@
  * The pipelined appender's objects, shared by appender.c (the public calls: intake, flush,
  * close) and the appender's thread: appender_io.c (lanes, sends, answers), appender_fail.c
  * (failed streams, retries), appender_deadline.c (deadlines, unreachable log streams) and
- * appender_settle.c (the one path from an outcome to the callbacks, in call order).
+ * appender_settle.c (the one path from an outcome to the callbacks, in call order); the batch
+ * slots' memory (allocation, growth, trim) is appender_slots.c's.
  *
  * Ownership of a batch slot follows its state: FREE and OPEN and READY slots are the
  * appender's (under mu); a slot popped from the ready list belongs to the appender's thread
@@ -182,9 +183,9 @@ struct varlog_appender {
     batch_list_t free_slots;
     app_batch_t **slots; /* every slot, for flush's scan and the final free */
     size_t n_slots;
-    /* Slots added as records waited for one (grow_locked), and the most it may add. Slots
-     * beyond the initial ones go back once free for APP_SLOT_IDLE_MS (app_slots_trim), so
-     * slots_grown falls too. */
+    /* Slots added as records waited for one (app_slots_grow_locked), and the most it may
+     * add. Slots beyond the initial ones go back once free for APP_SLOT_IDLE_MS
+     * (app_slots_trim), so slots_grown falls too. */
     size_t slots_grown, slots_growing, slots_grow_max;
     /* wire_now_ms at which a free slot beyond the initial ones may have been idle long
      * enough (INT64_MAX: none); set under mu, read by the thread's round without it. */
@@ -248,12 +249,27 @@ void app_unref(varlog_appender_t *app);
 /* Batches taken out of the ready list (for a send, a retry), back on it in their order,
  * ahead of newer ones; batches is left empty. Called with mu held. */
 void app_ready_return_locked(varlog_appender_t *app, batch_list_t *batches);
-/* A slot whose batch settled, back to the free list; called with mu held. */
-void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b);
 /* Adds a lane for log stream ls, with its transmit-queue slots (depth + 1). Called before
  * the thread starts, then only by the thread, without mu. NOMEM leaves the lanes as they
  * were. */
 varlog_err_t app_add_lane(varlog_appender_t *app, int32_t ls);
+
+/* ---- appender_slots.c: the batch slots ---- */
+/* A slot whose batch settled, back to the free list; called with mu held. */
+void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b);
+/* Adds n free slots (mu taken per slot, let go while each is allocated). NOMEM when memory
+ * runs out; the slots added before stay the appender's. */
+varlog_err_t app_add_slots(varlog_appender_t *app, size_t n);
+/* Every slot is taken while the queue bounds have room: one more slot, unless the appender
+ * grew by appender.queue.max.records / appender.batch.max.records slots already (the
+ * slots a queue of full batches needs beyond the lanes' own). Slots beyond the initial ones
+ * go back once idle (app_slots_trim). Called with mu held, which it lets go while it allocates;
+ * true when a slot was added (by this call or a concurrent one: look again). */
+bool app_slots_grow_locked(varlog_appender_t *app);
+/* The appender is freed: every slot's memory, and the list of them. */
+void app_slots_free(varlog_appender_t *app);
+/* gRPC dropped its last reference to a batch's bytes. */
+void app_body_released(void *batch);
 
 /* Most slots an appender adds beyond its lanes' own as records wait (each reserves
  * appender.batch.max.bytes of address space). */
@@ -429,8 +445,6 @@ void app_lane_free(app_lane_t *lane);
 /* Forgets lane's stream and everything learned of it; returns the stream (NULL if none),
  * which the caller destroys once it no longer reads its status. */
 rpc_stream_t *app_lane_drop_stream(app_lane_t *lane);
-/* gRPC dropped its last reference to a batch's bytes. */
-void app_body_released(void *batch);
 
 /* ---- appender_deadline.c ---- */
 /* Whether b's delivery deadline (appender.delivery.timeout.ms after its first call) passed. */
