@@ -112,6 +112,8 @@ int64_t app_expire_waiting_locked(app_thread_state_t *ts, int64_t now_ms)
 
 int64_t app_inflight_deadline(const app_lane_t *lane)
 {
+    if (lane->inflight_sorted)
+        return lane->inflight.head ? lane->inflight.head->deadline_ms : INT64_MAX;
     int64_t due = INT64_MAX;
     for (const app_batch_t *b = lane->inflight.head; b; b = b->next)
         if (b->deadline_ms < due)

@@ -106,9 +106,12 @@ typedef struct app_lane {
     char *target; /* the primary the stream was opened to */
     app_stream_t st;
     batch_list_t inflight; /* sent on st, oldest first */
-    unsigned failures;     /* consecutive stream failures: the reopen backoff */
-    int64_t reopen_ms;     /* no new stream before this */
-    bool gone;             /* topic mode: the log stream left the topic's metadata */
+    /* Their delivery deadlines rise from head to tail, as they do unless a retried batch
+     * went out after a newer one: the earliest is then the head's. The thread's. */
+    bool inflight_sorted;
+    unsigned failures; /* consecutive stream failures: the reopen backoff */
+    int64_t reopen_ms; /* no new stream before this */
+    bool gone;         /* topic mode: the log stream left the topic's metadata */
     /* (mu) retry or read-back tasks holding batches that must go first: the lane takes
      * nothing newer while any does */
     unsigned held;
