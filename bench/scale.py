@@ -17,6 +17,8 @@ in an order reversed from round to round:
   C topic   bench_append -logstream 0 -producers P: P threads appending one record per call
             to one topic-wide appender (appender.batch.max.records B, pipeline.depth D per
             log stream);
+  C calls   the same appender, -call B: each call hands it B records, as Go's benchmark
+            hands its appenders whole batches (AppendBatch);
   C per-ls  bench_append -appenders per-ls -producers P: one client, one appender bound to
             each of the k log streams, each producer appending runs of B records to one
             appender then the next;
@@ -27,6 +29,10 @@ in an order reversed from round to round:
             per log stream: k x D batches in flight at most, as both C shapes). Go's offered
             load does not depend on P: it runs once per (k, size) and round, and its figures
             stand beside every P.
+  floor     bench_server_append -logstream 0 AppendFloor: the same requests (B records of the
+            size, D in flight per log stream) on bare gRPC-core Append streams to every log
+            stream's primary, one thread, no library: what gRPC core and the kernel cost any
+            client for them. Once per (k, size) and round, as Go.
 Reads (k of --read-ks): the topic is first filled to --read-entries entries (bench_subscribe
 fills the shortfall with a topic-wide appender, 100-byte records; what the writes stored
 counts); then, per round:
@@ -38,7 +44,9 @@ counts); then, per round:
               SubscribeToEach (one client, 8 varlog_subscribe_to handler subscriptions) for
               as many entries, split evenly;
   each-shared C only, right after "each" and against its Go run: the same 8 subscriptions
-              on --shared-threads threads (subscribe.handler.threads).
+              on --shared-threads threads (subscribe.handler.threads);
+  each-floor  C only, against the same Go run: bench_subscribe GrpcFloorEach, the same 8
+              SubscribeTo streams on bare gRPC-core calls polled by one thread (the floor).
 Handles (k = --handles-k, 64 by default: one log stream per handle): bench_handles -shape
 bound (--handles 64 bound appenders and 64 handler subscriptions tailing their log streams,
 one record per appender every 1/--handle-rate s), the same on --shared-threads threads
@@ -58,7 +66,7 @@ client process alone over its steady window (C: the bench's round, getrusage; Go
 measurements. Every run's output goes to DIR/raw.txt (--out, default a new /tmp dir).
 
 Needs the real Varlog binaries (../shared/varlog/README.md) and bench_append,
-bench_subscribe, bench_handles (and bench_exact) built. Only one real cluster should run
+bench_server_append, bench_subscribe, bench_handles (and bench_exact) built. Only one real cluster should run
 on a small machine at a time: wrap the run in flock as above."""
 import argparse
 import os
@@ -97,6 +105,10 @@ def ints(v):
 def c_write(args, cluster, shape, size, producers, out):
     flags = ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic), "-size", str(size),
              "-producers", str(producers), f"-benchtime={args.benchtime}"]
+    call = ""
+    if shape == "call":
+        flags += ["-call", str(args.batch)]
+        call = f"/call={args.batch}"
     if shape in ("perls", "shared"):
         flags += ["-appenders", "per-ls"]
         name = "AppenderPerLS"
@@ -106,7 +118,7 @@ def c_write(args, cluster, shape, size, producers, out):
         flags += ["-logstream", "0"]
         name = "Appender"
     row = (f"-bench=^Benchmark{name}/size={size}/batch={args.batch}/depth={args.depth}"
-           f"/producers={producers}$")
+           f"/producers={producers}{call}$")
     m = run_c(args, "bench_append", flags, row, out, who=WHO)
     if not m:
         return None
@@ -125,17 +137,33 @@ def go_write(args, cluster, size, out):
     return run_go(args, cluster, extra, "append", out, size=size, who=WHO)
 
 
-# C's shapes: one topic-wide appender; an appender per log stream, each on its own thread;
+def floor_write(args, cluster, size, out):
+    """bench_server_append's AppendFloor over every log stream: the same requests on bare
+    gRPC-core streams, one thread, no library (no producer, no copy, no callback)."""
+    flags = ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic), "-logstream", "0",
+             "-size", str(size), f"-benchtime={args.benchtime}"]
+    row = (f"-bench=^BenchmarkAppendFloor/size={size}/batch={args.batch}/depth={args.depth}"
+           f"/ls={len(cluster.log_streams)}$")
+    m = run_c(args, "bench_server_append", flags, row, out, who=WHO)
+    if not m:
+        return None
+    return {"rate": m["records/s"], "cpu_us": m["cpu-us/record"],
+            "threads": m["proc-threads"], "rss_mb": m["proc-maxrss-MB"]}
+
+
+# C's shapes: one topic-wide appender; the same with calls of --batch records (as Go's
+# benchmark hands over whole batches); an appender per log stream, each on its own thread;
 # the same on --shared-threads threads (appender.threads).
-WRITE_SHAPES = ("topic", "perls", "shared")
+WRITE_SHAPES = ("topic", "call", "perls", "shared")
 
 
 def write_rounds(args, cluster, k, out, results):
-    """results[(k, size, producers)]: one dict per round, {"topic", "perls", "shared", "go"}."""
+    """results[(k, size, producers)]: one dict per round, {"topic", "call", "perls", "shared",
+    "go", "floor"}."""
     for rnd in range(args.rounds):
         for size in ints(args.sizes):
-            steps = [("go", None)] + [(s, p) for p in ints(args.producers)
-                                      for s in WRITE_SHAPES]
+            steps = [("go", None), ("floor", None)] + [(s, p) for p in ints(args.producers)
+                                                       for s in WRITE_SHAPES]
             if rnd % 2:
                 steps.reverse()
             got = {}
@@ -144,12 +172,15 @@ def write_rounds(args, cluster, k, out, results):
                     + ("Go" if who == "go" else f"C {who} producers={p}"))
                 if who == "go":
                     got["go"] = go_write(args, cluster, size, out)
+                elif who == "floor":
+                    got["floor"] = floor_write(args, cluster, size, out)
                 else:
                     got[(who, p)] = c_write(args, cluster, who, size, p, out)
                 out.flush()
             for p in ints(args.producers):
                 results.setdefault((k, size, p), []).append(
-                    dict({s: got.get((s, p)) for s in WRITE_SHAPES}, go=got.get("go")))
+                    dict({s: got.get((s, p)) for s in WRITE_SHAPES}, go=got.get("go"),
+                         floor=got.get("floor")))
 
 
 # ---- reads ------------------------------------------------------------------------------
@@ -184,16 +215,22 @@ def read_rounds(args, cluster, k, out, results):
     subs = min(args.subs, k)
     last_each_n, last_each_go = 0, None
     for rnd in range(args.rounds):
-        for form in ("topic", "each", "each-shared"):
+        for form in ("topic", "each", "each-shared", "each-floor"):
             log(f"{WHO}: k={k} round {rnd + 1}/{args.rounds}: read {form}")
             if form != "topic" and k not in ints(args.each_ks):
                 continue
-            if form == "each-shared":
+            if form in ("each-shared", "each-floor"):
                 # The same 8 subscriptions on --shared-threads threads
-                # (subscribe.handler.threads), against the Go run of "each" in this round.
-                c = c_read(args, cluster, "SubscribeToEach/", last_each_n, out,
-                           ["-subs", str(subs), "-X",
-                            f"subscribe.handler.threads={args.shared_threads}"])
+                # (subscribe.handler.threads), or the same streams on bare gRPC-core calls
+                # polled by one thread (GrpcFloorEach), against the Go run of "each" in this
+                # round.
+                if form == "each-shared":
+                    c = c_read(args, cluster, "SubscribeToEach/", last_each_n, out,
+                               ["-subs", str(subs), "-X",
+                                f"subscribe.handler.threads={args.shared_threads}"])
+                else:
+                    c = c_read(args, cluster, "GrpcFloorEach/", last_each_n, out,
+                               ["-subs", str(subs)])
                 results.setdefault((form, k), []).append({"c": c, "go": last_each_go})
                 out.flush()
                 continue
@@ -309,6 +346,24 @@ def write_table(results, args):
             f"| {fmt(ratio(rate['shared'], rate['go']))} "
             f"| {fmt(ratio(cpu['shared'], cpu['perls']))} "
             f"| {fmt(med(rs, 'shared', 'rss_mb'), 0)} | {fmt(med(rs, 'shared', 'threads'), 0)} |")
+    lines += ["", "One topic-wide appender against the floor (bench_server_append's AppendFloor over "
+              "every log stream: the same requests on bare gRPC-core streams, one thread, no "
+              f"library) and Go; C calls of {args.batch}: the same appender handed whole batches, "
+              "as Go's benchmark hands them:", "",
+              "| k | size | producers | CPU µs/record C topic | C calls of B | floor | Go "
+              "| C topic/floor | C calls/floor | floor/Go | C topic/Go | C calls/Go "
+              "| records/s C calls | floor |",
+              "|" + "---|" * 14]
+    for (k, size, p), rs in sorted(results.items()):
+        cpu = {w: med(rs, w, "cpu_us") for w in ("topic", "call", "floor", "go")}
+        lines.append(
+            f"| {k} | {size} | {p} | {fmt(cpu['topic'])} | {fmt(cpu['call'])} "
+            f"| {fmt(cpu['floor'])} | {fmt(cpu['go'])} "
+            f"| {fmt(ratio(cpu['topic'], cpu['floor']))} "
+            f"| {fmt(ratio(cpu['call'], cpu['floor']))} "
+            f"| {fmt(ratio(cpu['floor'], cpu['go']))} | {fmt(ratio(cpu['topic'], cpu['go']))} "
+            f"| {fmt(ratio(cpu['call'], cpu['go']))} | {fmt(med(rs, 'call', 'rate'))} "
+            f"| {fmt(med(rs, 'floor', 'rate'))} |")
     return "\n".join(lines)
 
 
@@ -317,7 +372,7 @@ def read_table(results, shared_threads):
              "| max RSS MB C | Go | threads C | Go | entries C read |",
              "|" + "---|" * 13]
     names = {"topic": "1 topic-wide subscription", "each": "1 subscription per log stream",
-             "each-shared": "1 subscription per log stream"}
+             "each-shared": "1 subscription per log stream", "each-floor": "floor"}
     for (form, k), rs in sorted(results.items(), key=lambda x: (x[0][0] != "topic", x[0][1])):
         rate = {w: med(rs, w, "rate") for w in ("c", "go")}
         cpu = {w: med(rs, w, "cpu_us") for w in ("c", "go")}
@@ -327,6 +382,9 @@ def read_table(results, shared_threads):
             label = f"{int(targets) if targets else '?'} subscriptions of 1 log stream each"
             if form == "each-shared":
                 label += f", on {shared_threads} shared thread(s)"
+            if form == "each-floor":
+                label = (f"the same {int(targets) if targets else '?'} streams on bare gRPC-core "
+                         "calls, one thread (GrpcFloorEach: the floor)")
         lines.append(
             f"| {label} | {k} | {fmt(rate['c'])} | {fmt(rate['go'])} | {fmt(cpu['c'])} "
             f"| {fmt(cpu['go'])} | {fmt(ratio(rate['c'], rate['go']))} "
@@ -363,7 +421,7 @@ def per_round(writes, reads, handles):
         for i, r in enumerate(rs):
             lines.append(f"write k={k} {size} B P={p} round {i + 1}  "
                          + "  ".join(f"{w}: {cell(r[w], 'record')}"
-                                     for w in WRITE_SHAPES + ("go",)))
+                                     for w in WRITE_SHAPES + ("go", "floor")))
     for (form, k), rs in sorted(reads.items()):
         for i, r in enumerate(rs):
             lines.append(f"read {form} k={k} round {i + 1}  "
