@@ -134,8 +134,8 @@ static void local_remove(sub_shared_t *g, varlog_subscription_t *sub)
     sub->sh_local_next = NULL;
 }
 
-/* Moves the ready list to the thread's own (mu held), and counts what its list holds. */
-static size_t take_ready_locked(sub_shared_t *g)
+/* Moves the ready list to the thread's own (mu held). */
+static void take_ready_locked(sub_shared_t *g)
 {
     for (varlog_subscription_t *sub = g->ready, *next; sub; sub = next) {
         next = sub->sh_next;
@@ -146,10 +146,6 @@ static size_t take_ready_locked(sub_shared_t *g)
     g->ready = g->ready_tail = NULL;
     g->n_ready = 0;
     atomic_store_explicit(&g->any_ready, false, memory_order_relaxed);
-    size_t n = 0;
-    for (varlog_subscription_t *sub = g->local; sub; sub = sub->sh_local_next)
-        n++;
-    return n;
 }
 
 static void unready_locked(sub_shared_t *g, varlog_subscription_t *sub)
@@ -340,15 +336,14 @@ static void *shared_thread(void *arg)
         /* What is ready now, once each: one that stays ready goes round again after the
          * thread polled, so that gRPC's receives go on. Others' wakes (a close, a retry, a
          * gap's answer) need mu; what the thread's own poll brought does not. */
-        size_t round = 0;
         if (atomic_load_explicit(&g->any_ready, memory_order_relaxed)) {
             pthread_mutex_lock(&g->mu);
-            round = take_ready_locked(g);
+            take_ready_locked(g);
             pthread_mutex_unlock(&g->mu);
-        } else {
-            for (varlog_subscription_t *s = g->local; s; s = s->sh_local_next)
-                round++;
         }
+        size_t round = 0;
+        for (const varlog_subscription_t *s = g->local; s; s = s->sh_local_next)
+            round++;
         for (size_t i = 0; i < round; i++) {
             varlog_subscription_t *sub = local_pop(g);
             if (!sub)
