@@ -135,33 +135,21 @@ typedef struct env {
 
 /* ---- the request and the response ------------------------------------------------------- */
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
 /* AppendRequest{topic_id, ls, payload x batch}. */
 static grpc_slice encode_request(const bcase_t *c, int32_t ls)
 {
-    uint8_t tmp[16];
-    size_t per = 1 + put_varint(tmp, c->size) + c->size;
-    size_t head = 2 + put_varint(tmp, (uint64_t)topic_id) + put_varint(tmp, (uint64_t)ls);
+    size_t per = 1 + wire_varint_len(c->size) + c->size;
+    size_t head = 2 + wire_varint_len((uint64_t)topic_id) + wire_varint_len((uint64_t)ls);
     grpc_slice s = grpc_slice_malloc(head + per * c->batch);
     uint8_t *p = GRPC_SLICE_START_PTR(s);
     size_t off = 0;
     p[off++] = 1 << 3;
-    off += put_varint(p + off, (uint64_t)topic_id);
+    off += wire_varint_put(p + off, (uint64_t)topic_id);
     p[off++] = 2 << 3;
-    off += put_varint(p + off, (uint64_t)ls);
+    off += wire_varint_put(p + off, (uint64_t)ls);
     for (size_t i = 0; i < c->batch; i++) {
         p[off++] = (3 << 3) | 2;
-        off += put_varint(p + off, c->size);
+        off += wire_varint_put(p + off, c->size);
         memset(p + off, 'a' + (int)(i % 26), c->size);
         off += c->size;
     }

@@ -86,15 +86,41 @@ static bool floor_wait(env_t *e, intptr_t tag, unsigned *done, bool *ok)
     return true;
 }
 
-static size_t put_varint(uint8_t *p, uint64_t v)
+/* A request of four varint fields numbered 1 to 4 (SubscribeRequest: begin, end, topic, log
+ * stream; SubscribeToRequest: topic, log stream, begin, end), in a byte buffer of its own. */
+static grpc_byte_buffer *request_of(const uint64_t fields[4])
 {
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
+    uint8_t req[4 * 11];
+    size_t len = 0;
+    for (unsigned i = 0; i < 4; i++) {
+        req[len++] = (uint8_t)((i + 1) << 3);
+        len += wire_varint_put(req + len, fields[i]);
     }
-    p[n++] = (uint8_t)v;
-    return n;
+    grpc_slice rs = grpc_slice_from_copied_buffer((const char *)req, len);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&rs, 1);
+    grpc_slice_unref(rs);
+    return bb;
+}
+
+/* The two batches that start a server-streaming call: ops[4] sends send and takes the initial
+ * metadata, st takes the status into the places given. */
+static void stream_ops(grpc_op ops[4], grpc_op *st, grpc_byte_buffer *send,
+                       grpc_metadata_array *initial, grpc_metadata_array *trailing,
+                       grpc_status_code *code, grpc_slice *details)
+{
+    memset(ops, 0, 4 * sizeof(*ops));
+    memset(st, 0, sizeof(*st));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
+    ops[1].op = GRPC_OP_SEND_MESSAGE;
+    ops[1].data.send_message.send_message = send;
+    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
+    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[3].data.recv_initial_metadata.recv_initial_metadata = initial;
+    st->op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    st->data.recv_status_on_client.trailing_metadata = trailing;
+    st->data.recv_status_on_client.status = code;
+    st->data.recv_status_on_client.status_details = details;
 }
 
 /* The GLSN of a SubscribeResponse (field 1 first, as Go and protobuf-c write it); 0 when
@@ -130,19 +156,8 @@ static uint64_t floor_glsn(grpc_byte_buffer *bb)
 int64_t read_floor(bench_b_t *b, env_t *e)
 {
     uint64_t begin = e->first, end = e->first + (uint64_t)b->n;
-    uint8_t req[64];
-    size_t len = 0;
-    req[len++] = 0x08;
-    len += put_varint(req + len, begin);
-    req[len++] = 0x10;
-    len += put_varint(req + len, end);
-    req[len++] = 0x18;
-    len += put_varint(req + len, (uint64_t)topic_id);
-    req[len++] = 0x20;
-    len += put_varint(req + len, (uint64_t)e->log_stream);
-    grpc_slice rs = grpc_slice_from_copied_buffer((const char *)req, len);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&rs, 1);
-    grpc_slice_unref(rs);
+    grpc_byte_buffer *send =
+        request_of((const uint64_t[4]){begin, end, (uint64_t)topic_id, (uint64_t)e->log_stream});
     grpc_call *call =
         grpc_channel_create_call(e->ch, NULL, GRPC_PROPAGATE_DEFAULTS, e->cq,
                                  grpc_slice_from_static_string("/varlog.snpb.LogIO/Subscribe"),
@@ -153,19 +168,7 @@ int64_t read_floor(bench_b_t *b, env_t *e)
     grpc_status_code code = GRPC_STATUS_UNKNOWN;
     grpc_slice details = grpc_empty_slice();
     grpc_op ops[4], st;
-    memset(ops, 0, sizeof(ops));
-    memset(&st, 0, sizeof(st));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &initial;
-    st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    st.data.recv_status_on_client.trailing_metadata = &trailing;
-    st.data.recv_status_on_client.status = &code;
-    st.data.recv_status_on_client.status_details = &details;
+    stream_ops(ops, &st, send, &initial, &trailing, &code, &details);
     int64_t bytes = -1;
     unsigned done = 0;
     bool ok = false, started = call && floor_batch(call, ops, 4, T_START) &&
@@ -279,39 +282,16 @@ static bool fc_recv(floor_call_t *fc)
 static bool fc_start(env_t *e, floor_call_t *fc)
 {
     each_sub_t *s = fc->s;
-    uint8_t req[64];
-    size_t len = 0;
-    req[len++] = 0x08;
-    len += put_varint(req + len, (uint64_t)topic_id);
-    req[len++] = 0x10;
-    len += put_varint(req + len, (uint64_t)s->log_stream);
-    req[len++] = 0x18;
-    len += put_varint(req + len, s->first);
-    req[len++] = 0x20;
-    len += put_varint(req + len, s->first + s->want);
     fc->call =
         grpc_channel_create_call(s->ch, NULL, GRPC_PROPAGATE_DEFAULTS, e->cq,
                                  grpc_slice_from_static_string("/varlog.snpb.LogIO/SubscribeTo"),
                                  NULL, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
     if (!fc->call)
         return false;
-    grpc_slice rs = grpc_slice_from_copied_buffer((const char *)req, len);
-    grpc_byte_buffer *send = grpc_raw_byte_buffer_create(&rs, 1);
-    grpc_slice_unref(rs);
+    grpc_byte_buffer *send = request_of((const uint64_t[4]){
+        (uint64_t)topic_id, (uint64_t)s->log_stream, s->first, s->first + s->want});
     grpc_op ops[4], st;
-    memset(ops, 0, sizeof(ops));
-    memset(&st, 0, sizeof(st));
-    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-    ops[0].flags = GRPC_INITIAL_METADATA_WAIT_FOR_READY;
-    ops[1].op = GRPC_OP_SEND_MESSAGE;
-    ops[1].data.send_message.send_message = send;
-    ops[2].op = GRPC_OP_SEND_CLOSE_FROM_CLIENT;
-    ops[3].op = GRPC_OP_RECV_INITIAL_METADATA;
-    ops[3].data.recv_initial_metadata.recv_initial_metadata = &fc->initial;
-    st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-    st.data.recv_status_on_client.trailing_metadata = &fc->trailing;
-    st.data.recv_status_on_client.status = &fc->code;
-    st.data.recv_status_on_client.status_details = &fc->details;
+    stream_ops(ops, &st, send, &fc->initial, &fc->trailing, &fc->code, &fc->details);
     bool ok = grpc_call_start_batch(fc->call, ops, 4, fc_tag(fc, T_START), NULL) == GRPC_CALL_OK;
     grpc_byte_buffer_destroy(send); /* the batch holds its own reference */
     if (!ok)

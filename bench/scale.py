@@ -66,8 +66,8 @@ client process alone over its steady window (C: the bench's round, getrusage; Go
 measurements. Every run's output goes to DIR/raw.txt (--out, default a new /tmp dir).
 
 Needs the real Varlog binaries (../shared/varlog/README.md) and bench_append,
-bench_server_append, bench_subscribe, bench_handles (and bench_exact) built. Only one real cluster should run
-on a small machine at a time: wrap the run in flock as above."""
+bench_server_append, bench_subscribe, bench_handles (and bench_exact) built. Only one real
+cluster should run on a small machine at a time: wrap the run in flock as above."""
 import argparse
 import os
 import signal
@@ -99,12 +99,27 @@ def ints(v):
     return [int(x) for x in str(v).replace(",", " ").split() if x]
 
 
+def cluster_flags(cluster):
+    """The flags that point a C bench program at the cluster's topic."""
+    return ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic)]
+
+
 # ---- writes -----------------------------------------------------------------------------
 
 
+def append_row(args, prog, flags, row, out):
+    """One append row of bench_append or bench_server_append (the same metric names)."""
+    m = run_c(args, prog, flags, row, out, who=WHO)
+    if not m:
+        return None
+    return {"rate": m["records/s"], "cpu_us": m["cpu-us/record"],
+            "csw": m.get("ctxsw/request"), "batch": m.get("records/batch"),
+            "threads": m["proc-threads"], "rss_mb": m["proc-maxrss-MB"]}
+
+
 def c_write(args, cluster, shape, size, producers, out):
-    flags = ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic), "-size", str(size),
-             "-producers", str(producers), f"-benchtime={args.benchtime}"]
+    flags = cluster_flags(cluster) + ["-size", str(size), "-producers", str(producers),
+                                      f"-benchtime={args.benchtime}"]
     call = ""
     if shape == "call":
         flags += ["-call", str(args.batch)]
@@ -119,12 +134,7 @@ def c_write(args, cluster, shape, size, producers, out):
         name = "Appender"
     row = (f"-bench=^Benchmark{name}/size={size}/batch={args.batch}/depth={args.depth}"
            f"/producers={producers}{call}$")
-    m = run_c(args, "bench_append", flags, row, out, who=WHO)
-    if not m:
-        return None
-    return {"rate": m["records/s"], "cpu_us": m["cpu-us/record"],
-            "csw": m.get("ctxsw/request"), "batch": m.get("records/batch"),
-            "threads": m["proc-threads"], "rss_mb": m["proc-maxrss-MB"]}
+    return append_row(args, "bench_append", flags, row, out)
 
 
 def go_write(args, cluster, size, out):
@@ -140,15 +150,11 @@ def go_write(args, cluster, size, out):
 def floor_write(args, cluster, size, out):
     """bench_server_append's AppendFloor over every log stream: the same requests on bare
     gRPC-core streams, one thread, no library (no producer, no copy, no callback)."""
-    flags = ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic), "-logstream", "0",
-             "-size", str(size), f"-benchtime={args.benchtime}"]
+    flags = cluster_flags(cluster) + ["-logstream", "0", "-size", str(size),
+                                      f"-benchtime={args.benchtime}"]
     row = (f"-bench=^BenchmarkAppendFloor/size={size}/batch={args.batch}/depth={args.depth}"
            f"/ls={len(cluster.log_streams)}$")
-    m = run_c(args, "bench_server_append", flags, row, out, who=WHO)
-    if not m:
-        return None
-    return {"rate": m["records/s"], "cpu_us": m["cpu-us/record"],
-            "threads": m["proc-threads"], "rss_mb": m["proc-maxrss-MB"]}
+    return append_row(args, "bench_server_append", flags, row, out)
 
 
 # C's shapes: one topic-wide appender; the same with calls of --batch records (as Go's
@@ -186,22 +192,19 @@ def write_rounds(args, cluster, k, out, results):
 # ---- reads ------------------------------------------------------------------------------
 
 
-def sub_flags(cluster):
-    return ["-mr", ",".join(cluster.mrs), "-topic", str(cluster.topic)]
-
-
 def preload(args, cluster, k, out):
     """Fills the topic to --read-entries entries from its first (bench_subscribe's fill)."""
     log(f"{WHO}: k={k}: filling the topic to {args.read_entries:,} entries")
     t0 = time.monotonic()
-    m = run_c(args, "bench_subscribe", sub_flags(cluster) + [f"-benchtime={args.read_entries}x"],
-              "Subscribe/iter/", out, who=WHO)
+    m = run_c(args, "bench_subscribe",
+              cluster_flags(cluster) + [f"-benchtime={args.read_entries}x"], "Subscribe/iter/",
+              out, who=WHO)
     log(f"{WHO}: k={k}: filled in {time.monotonic() - t0:.0f} s")
     return m is not None
 
 
 def c_read(args, cluster, row, n, out, extra=()):
-    m = run_c(args, "bench_subscribe", sub_flags(cluster) + ["-nofill", f"-benchtime={n}x"]
+    m = run_c(args, "bench_subscribe", cluster_flags(cluster) + ["-nofill", f"-benchtime={n}x"]
               + list(extra), row, out, who=WHO)
     if not m:
         return None
@@ -272,7 +275,7 @@ def handles_rounds(args, cluster, k, out, results):
             shapes.reverse()
         for shape in shapes:
             log(f"{WHO}: k={k} round {rnd + 1}/{args.rounds}: {args.handles} handles, {shape}")
-            flags = sub_flags(cluster) + ["-shape", "topic" if shape == "topic" else "bound",
+            flags = cluster_flags(cluster) + ["-shape", "topic" if shape == "topic" else "bound",
                                           "-handles", str(args.handles),
                                           "-rate", str(args.handle_rate),
                                           "-warmup", str(args.handles_warmup),
@@ -293,7 +296,7 @@ def handles_rounds(args, cluster, k, out, results):
 def exactness(args, cluster, k, out):
     log(f"{WHO}: k={k}: exactness check of {args.exact_bytes} through every log stream")
     t0 = time.monotonic()
-    r = run_process([os.path.join(args.bench_dir, "bench_exact")] + sub_flags(cluster)
+    r = run_process([os.path.join(args.bench_dir, "bench_exact")] + cluster_flags(cluster)
                     + ["-bytes", args.exact_bytes], out, timeout=args.c_timeout * 4)
     kv = {}
     for line in r.lines:
@@ -346,8 +349,8 @@ def write_table(results, args):
             f"| {fmt(ratio(rate['shared'], rate['go']))} "
             f"| {fmt(ratio(cpu['shared'], cpu['perls']))} "
             f"| {fmt(med(rs, 'shared', 'rss_mb'), 0)} | {fmt(med(rs, 'shared', 'threads'), 0)} |")
-    lines += ["", "One topic-wide appender against the floor (bench_server_append's AppendFloor over "
-              "every log stream: the same requests on bare gRPC-core streams, one thread, no "
+    lines += ["", "One topic-wide appender against the floor (bench_server_append's AppendFloor "
+              "over every log stream: the same requests on bare gRPC-core streams, one thread, no "
               f"library) and Go; C calls of {args.batch}: the same appender handed whole batches, "
               "as Go's benchmark hands them:", "",
               "| k | size | producers | CPU µs/record C topic | C calls of B | floor | Go "
