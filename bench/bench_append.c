@@ -33,7 +33,11 @@
  * are left out with -mr. Records appended to a cluster stay there.
  *
  * -call N (1 to 1000, at most the batch): records per varlog_appender_append call in the
- * Appender rows, instead of 1.
+ * Appender rows, instead of 1. -ref: the Appender rows append with varlog_appender_append_ref
+ * (the records' bytes sent from where they are, no copy; a release that does nothing, as
+ * for bytes that outlive the client), named .../ref. Every record is the same bytes, as Go's
+ * benchmark sends one message: with -ref gRPC and the kernel read them from the cache where
+ * the copy writes each record to memory of its own.
  *
  * -size BYTES: the Appender rows' record size (1 to 4096) instead of the grid's 100 and 1024,
  * so that a run writes the same bytes as another client's benchmark (bench/side-by-side.py
@@ -149,6 +153,8 @@ static bool appenders_per_ls;
  * call); N = the batch hands whole batches over, as Go's benchmark does (AppendBatch). */
 #define MAX_CALL 1000
 static int32_t records_per_call = 1;
+/* -ref: varlog_appender_append_ref instead of varlog_appender_append. */
+static bool append_by_ref;
 static const char *server_program = VARLOG_SERVER_PROGRAM;
 
 #define SERVER_MAX_BYTES (8ULL << 30)
@@ -482,6 +488,12 @@ typedef struct producer {
     char text[384];
 } producer_t;
 
+/* -ref: every record is appender_payload, which outlives the client. */
+static void release_nothing(void *opaque)
+{
+    (void)opaque;
+}
+
 static void *producer_main(void *arg)
 {
     producer_t *p = arg;
@@ -503,7 +515,10 @@ static void *producer_main(void *arg)
         i += k;
         run += k;
         varlog_err_t rc =
-            varlog_appender_append(p->e->apps[a], recs, (size_t)k, -1, on_appended, p->e);
+            append_by_ref
+                ? varlog_appender_append_ref(p->e->apps[a], recs, (size_t)k, -1, release_nothing,
+                                             on_appended, p->e)
+                : varlog_appender_append(p->e->apps[a], recs, (size_t)k, -1, on_appended, p->e);
         if (rc != VARLOG_OK) {
             p->rc = rc;
             snprintf(p->text, sizeof(p->text), "%s", varlog_last_error());
@@ -674,8 +689,10 @@ static size_t make_pipe_cases(pcase_t *out)
                                        appenders_per_ls ? "AppenderPerLS" : "Appender", c->size,
                                        c->batch, c->depth, c->producers);
                     if (records_per_call > 1 && len > 0 && (size_t)len < sizeof(c->name))
-                        snprintf(c->name + len, sizeof(c->name) - (size_t)len, "/call=%d",
-                                 records_per_call);
+                        len += snprintf(c->name + len, sizeof(c->name) - (size_t)len, "/call=%d",
+                                        records_per_call);
+                    if (append_by_ref && len > 0 && (size_t)len < sizeof(c->name))
+                        snprintf(c->name + len, sizeof(c->name) - (size_t)len, "/ref");
                 }
     return n;
 }
@@ -717,6 +734,8 @@ static bool take_own_flags(int *argc, char **argv)
                 fprintf(stderr, "%s: -call wants 1 to %d records\n", argv[0], MAX_CALL);
                 return false;
             }
+        } else if (bench_flag(*argc, argv, &i, "ref", false, &v)) {
+            append_by_ref = true;
         } else if (!bench_target_flag(*argc, argv, &i, &target, &ok)) {
             argv[out++] = argv[i];
         } else if (!ok) {

@@ -19,6 +19,8 @@ in an order reversed from round to round:
             log stream);
   C calls   the same appender, -call B: each call hands it B records, as Go's benchmark
             hands its appenders whole batches (AppendBatch);
+  C ref     the topic-wide appender with -ref: varlog_appender_append_ref, the records'
+            bytes sent from where they are instead of copied into the transmit queue;
   C per-ls  bench_append -appenders per-ls -producers P: one client, one appender bound to
             each of the k log streams, each producer appending runs of B records to one
             appender then the next;
@@ -124,6 +126,9 @@ def c_write(args, cluster, shape, size, producers, out):
     if shape == "call":
         flags += ["-call", str(args.batch)]
         call = f"/call={args.batch}"
+    if shape == "ref":
+        flags += ["-ref"]
+        call = "/ref"
     if shape in ("perls", "shared"):
         flags += ["-appenders", "per-ls"]
         name = "AppenderPerLS"
@@ -159,8 +164,9 @@ def floor_write(args, cluster, size, out):
 
 # C's shapes: one topic-wide appender; the same with calls of --batch records (as Go's
 # benchmark hands over whole batches); an appender per log stream, each on its own thread;
-# the same on --shared-threads threads (appender.threads).
-WRITE_SHAPES = ("topic", "call", "perls", "shared")
+# the same on --shared-threads threads (appender.threads); the topic-wide appender with
+# varlog_appender_append_ref (no copy).
+WRITE_SHAPES = ("topic", "call", "perls", "shared", "ref")
 
 
 def write_rounds(args, cluster, k, out, results):
@@ -169,7 +175,8 @@ def write_rounds(args, cluster, k, out, results):
     for rnd in range(args.rounds):
         for size in ints(args.sizes):
             steps = [("go", None), ("floor", None)] + [(s, p) for p in ints(args.producers)
-                                                       for s in WRITE_SHAPES]
+                                                       for s in WRITE_SHAPES
+                                                       if s in args.shapes.split(",")]
             if rnd % 2:
                 steps.reverse()
             got = {}
@@ -367,6 +374,21 @@ def write_table(results, args):
             f"| {fmt(ratio(cpu['floor'], cpu['go']))} | {fmt(ratio(cpu['topic'], cpu['go']))} "
             f"| {fmt(ratio(cpu['call'], cpu['go']))} | {fmt(med(rs, 'call', 'rate'))} "
             f"| {fmt(med(rs, 'floor', 'rate'))} |")
+    lines += ["", "The topic-wide appender with varlog_appender_append_ref (C ref: the records' "
+              "bytes sent from where they are, every record the same bytes as in Go's benchmark) "
+              "against the same with the copy (C topic), the floor and Go:", "",
+              "| k | size | producers | CPU µs/record C topic | C ref | floor | Go | C ref/topic "
+              "| C ref/floor | C ref/Go | records/s C ref | C topic | Go |",
+              "|" + "---|" * 13]
+    for (k, size, p), rs in sorted(results.items()):
+        cpu = {w: med(rs, w, "cpu_us") for w in ("topic", "ref", "floor", "go")}
+        lines.append(
+            f"| {k} | {size} | {p} | {fmt(cpu['topic'])} | {fmt(cpu['ref'])} "
+            f"| {fmt(cpu['floor'])} | {fmt(cpu['go'])} "
+            f"| {fmt(ratio(cpu['ref'], cpu['topic']))} "
+            f"| {fmt(ratio(cpu['ref'], cpu['floor']))} | {fmt(ratio(cpu['ref'], cpu['go']))} "
+            f"| {fmt(med(rs, 'ref', 'rate'))} | {fmt(med(rs, 'topic', 'rate'))} "
+            f"| {fmt(med(rs, 'go', 'rate'))} |")
     return "\n".join(lines)
 
 
@@ -458,6 +480,8 @@ def parse_args():
                     help=f"log streams of the handles rows ({FULL['handles_k']}; 0 = skip)")
     ap.add_argument("--sizes", help=f"record sizes of the writes ({FULL['sizes']})")
     ap.add_argument("--producers", help=f"C producer threads ({FULL['producers']})")
+    ap.add_argument("--shapes", default=",".join(WRITE_SHAPES),
+                    help="C write shapes to run, of " + ",".join(WRITE_SHAPES) + " (all)")
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--depth", type=int, default=8)
     ap.add_argument("--benchtime", help=f"bench_append's -benchtime ({FULL['benchtime']})")

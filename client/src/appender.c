@@ -345,16 +345,56 @@ static void wake_thread_locked(varlog_appender_t *app)
     }
 }
 
+/* Writes records into b: copies, or (release set) their tags and lengths with a gap each for
+ * the bytes, which stay where the caller has them. Called with mu held. */
+static void put_records_locked(app_batch_t *b, const varlog_record_t *records, size_t n, bool ref)
+{
+    if (!ref) {
+        for (size_t i = 0; i < n; i++)
+            b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        b->len += codec_put_payload_head(b->buf + b->len, records[i].len);
+        b->refs[b->n_refs++] =
+            (app_ref_t){.data = records[i].data, .off = b->len, .len = records[i].len};
+        b->len += records[i].len;
+    }
+}
+
+static varlog_err_t intake(varlog_appender_t *app, const varlog_record_t *records, size_t n,
+                           int64_t timeout_ms, unsigned flags, varlog_append_release_cb *release,
+                           varlog_append_cb *cb, void *opaque);
+
 varlog_err_t varlog_appender_append(varlog_appender_t *app, const varlog_record_t *records,
                                     size_t n, int64_t timeout_ms, varlog_append_cb *cb,
                                     void *opaque)
 {
-    return varlog_appender_append_ex(app, records, n, timeout_ms, 0, cb, opaque);
+    return intake(app, records, n, timeout_ms, 0, NULL, cb, opaque);
 }
 
 varlog_err_t varlog_appender_append_ex(varlog_appender_t *app, const varlog_record_t *records,
                                        size_t n, int64_t timeout_ms, unsigned flags,
                                        varlog_append_cb *cb, void *opaque)
+{
+    return intake(app, records, n, timeout_ms, flags, NULL, cb, opaque);
+}
+
+varlog_err_t varlog_appender_append_ref(varlog_appender_t *app, const varlog_record_t *records,
+                                        size_t n, int64_t timeout_ms,
+                                        varlog_append_release_cb *release, varlog_append_cb *cb,
+                                        void *opaque)
+{
+    if (!release)
+        return errtext_set(VARLOG_ERR_INVALID_ARG, "appender_append_ref: release must not be "
+                                                   "NULL (a function that does nothing, for "
+                                                   "bytes that outlive the client)");
+    return intake(app, records, n, timeout_ms, 0, release, cb, opaque);
+}
+
+static varlog_err_t intake(varlog_appender_t *app, const varlog_record_t *records, size_t n,
+                           int64_t timeout_ms, unsigned flags, varlog_append_release_cb *release,
+                           varlog_append_cb *cb, void *opaque)
 {
     if (!app || !records || !cb)
         return errtext_set(VARLOG_ERR_INVALID_ARG,
@@ -473,10 +513,13 @@ varlog_err_t varlog_appender_append_ex(varlog_appender_t *app, const varlog_reco
         wake = true; /* a new linger deadline, perhaps a sealed batch */
     }
     app_batch_t *b = app->open;
-    b->calls[b->n_calls++] = (app_call_t){
-        .cb = cb, .opaque = opaque, .first = b->n_records, .n = (uint32_t)n, .t_ticks = t_ticks};
-    for (size_t i = 0; i < n; i++)
-        b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
+    b->calls[b->n_calls++] = (app_call_t){.cb = cb,
+                                          .opaque = opaque,
+                                          .first = b->n_records,
+                                          .n = (uint32_t)n,
+                                          .t_ticks = t_ticks,
+                                          .release = release};
+    put_records_locked(b, records, n, release != NULL);
     b->n_records += (uint32_t)n;
     b->bytes += bytes;
     app->pending_calls++;

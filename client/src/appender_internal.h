@@ -41,7 +41,17 @@ typedef struct app_call {
     uint32_t first; /* index of its first record in the batch */
     uint32_t n;
     uint64_t t_ticks; /* ticks_now at the append call: the latency statistics */
+    /* varlog_appender_append_ref: runs once the batch is free again (app_slot_free_locked),
+     * when neither the thread nor gRPC reads the call's bytes any more. NULL: copied. */
+    varlog_append_release_cb *release;
 } app_call_t;
+
+/* A record of varlog_appender_append_ref: its bytes stay where the caller has them, and the
+ * batch's buffer has a gap of len bytes at off in their place (its tag and length before). */
+typedef struct app_ref {
+    const uint8_t *data;
+    size_t off, len;
+} app_ref_t;
 
 typedef enum { SLOT_FREE, SLOT_OPEN, SLOT_READY, SLOT_OUT } slot_state_t;
 
@@ -58,8 +68,10 @@ typedef struct app_batch {
     app_call_t *calls; /* appender batch.max.records: a call has at least one record */
     uint32_t n_calls;
     varlog_entry_meta_t *metas; /* appender batch.max.records */
-    int64_t opened_ms;          /* linger counts from the first record */
-    int64_t deadline_ms;        /* appender.delivery.timeout.ms after that (INT64_MAX: none) */
+    app_ref_t *refs;            /* appender batch.max.records; in buf's order */
+    uint32_t n_refs;
+    int64_t opened_ms;   /* linger counts from the first record */
+    int64_t deadline_ms; /* appender.delivery.timeout.ms after that (INT64_MAX: none) */
     /* Set when the batch is first sent: the slice gRPC's messages share. The slot is free
      * again only once gRPC dropped its last reference (slot_released). */
     grpc_slice body;
@@ -327,6 +339,8 @@ typedef struct app_thread_state {
     varlog_err_t no_lane; /* NO_LOG_STREAM / UNKNOWN_TOPIC when nothing can be picked */
     char no_lane_why[160];
     bool stopping;
+    grpc_slice *pieces; /* send_pieces' scratch: a request with referenced records */
+    size_t pieces_cap;
 } app_thread_state_t;
 
 /* One appender as its thread runs it, round after round. The thread's own. */

@@ -128,6 +128,42 @@ static varlog_err_t lane_open(app_thread_state_t *ts, app_lane_t *lane, char *wh
 
 static void lane_drain(app_thread_state_t *ts, app_lane_t *lane, int64_t timeout_ms);
 
+/* The request of a batch with referenced records (varlog_appender_append_ref): the head,
+ * then the buffer's stretches between its gaps and each record's bytes from where the
+ * caller has them. Every piece but the inlined head shares the body's reference count, so
+ * gRPC's last reference to any of them is the body's release, after which nothing reads the
+ * caller's bytes (app_slot_free_locked runs the calls' release then). */
+static varlog_err_t send_pieces(app_thread_state_t *ts, rpc_stream_t *rpc, const uint8_t *head,
+                                size_t head_len, const app_batch_t *b)
+{
+    size_t need = 2 * (size_t)b->n_refs + 2;
+    if (need > ts->pieces_cap) {
+        grpc_slice *p = realloc(ts->pieces, need * sizeof(*p));
+        if (!p)
+            return VARLOG_ERR_NOMEM;
+        ts->pieces = p;
+        ts->pieces_cap = need;
+    }
+    grpc_slice *p = ts->pieces;
+    size_t n = 0, at = 0;
+    p[n++] = grpc_slice_from_copied_buffer((const char *)head, head_len);
+    for (uint32_t i = 0; i < b->n_refs; i++) {
+        const app_ref_t *r = &b->refs[i];
+        if (r->off > at)
+            p[n++] = grpc_slice_sub_no_ref(b->body, at, r->off);
+        grpc_slice bytes = b->body; /* its reference count, the caller's bytes */
+        bytes.data.refcounted.bytes = (uint8_t *)(uintptr_t)r->data;
+        bytes.data.refcounted.length = r->len;
+        p[n++] = bytes;
+        at = r->off + r->len;
+    }
+    if (b->len > at)
+        p[n++] = grpc_slice_sub_no_ref(b->body, at, b->len);
+    varlog_err_t err = rpc_stream_send_slices(rpc, p, n);
+    grpc_slice_unref(p[0]);
+    return err;
+}
+
 static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *outbox)
 {
     varlog_appender_t *app = ts->app;
@@ -173,7 +209,10 @@ static void lane_send(app_thread_state_t *ts, app_lane_t *lane, batch_list_t *ou
             b->body = grpc_slice_new_with_user_data(b->buf, b->len, app_body_released, b);
             atomic_store(&b->has_body, true);
         }
-        if (rpc_stream_send_shared(lane->st.rpc, head, head_len, b->body) != VARLOG_OK)
+        varlog_err_t sent = b->n_refs
+                                ? send_pieces(ts, lane->st.rpc, head, head_len, b)
+                                : rpc_stream_send_shared(lane->st.rpc, head, head_len, b->body);
+        if (sent != VARLOG_OK)
             broken = true; /* the stream failed: its end settles this batch and the rest */
     }
     atomic_fetch_add(&app->inflight_batches, n);
@@ -674,6 +713,8 @@ void app_round_leave(varlog_appender_t *app)
     stop_all(ts);
     free(ts->allowed);
     ts->allowed = NULL;
+    free(ts->pieces);
+    ts->pieces = NULL;
     pthread_mutex_lock(&app->mu);
     app->thread_done = true;
     pthread_cond_broadcast(&app->settled);

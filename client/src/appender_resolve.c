@@ -215,8 +215,13 @@ static app_resolve_t *resolve_new(varlog_appender_t *app, app_lane_t *lane,
         rs->found[i] = calloc(b->n_records, sizeof(varlog_entry_meta_t));
         rs->rb[i] = (resolve_batch_t){.payloads = copy, .len = b->len, .n_records = b->n_records};
         ok = copy && rs->metas[i] && rs->found[i];
-        if (copy)
+        if (copy) {
+            /* The request as sent: referenced records' bytes in their gaps. The batch is
+             * not settled, so they are still the caller's to keep. */
             memcpy(copy, b->buf, b->len);
+            for (uint32_t r = 0; r < b->n_refs; r++)
+                memcpy(copy + b->refs[r].off, b->refs[r].data, b->refs[r].len);
+        }
         if (b->deadline_ms < rs->deadline_ms)
             rs->deadline_ms = b->deadline_ms;
     }

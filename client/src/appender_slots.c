@@ -25,6 +25,12 @@ static void free_push_locked(varlog_appender_t *app, app_batch_t *b)
 
 void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
 {
+    /* Settled, and gRPC let go of the body: nothing reads the referenced bytes any more. */
+    for (uint32_t i = 0; b->n_refs > 0 && i < b->n_calls; i++) {
+        if (b->calls[i].release)
+            b->calls[i].release(b->calls[i].opaque);
+    }
+    b->n_refs = 0;
     b->state = SLOT_FREE;
     b->settle_pending = false;
     b->len = 0;
@@ -57,13 +63,14 @@ void app_body_released(void *arg)
 }
 
 /* A new slot, not yet the appender's; NULL when memory runs out. Without mu. Its calls,
- * metas and buffer share one region: address space only, pages are touched as records fill
+ * metas, refs and buffer share one region: address space only, pages are touched as records fill
  * them, and giving the slot back returns them all (APP_SLOT_MAP_MIN). */
 static app_batch_t *slot_new(varlog_appender_t *app)
 {
     size_t calls_len = app->batch_max_records * sizeof(app_call_t);
     size_t metas_len = app->batch_max_records * sizeof(varlog_entry_meta_t);
-    size_t len = calls_len + metas_len + app->slot_cap;
+    size_t refs_len = app->batch_max_records * sizeof(app_ref_t);
+    size_t len = calls_len + metas_len + refs_len + app->slot_cap;
     app_batch_t *b = calloc(1, sizeof(*b));
     if (!b)
         return NULL;
@@ -83,7 +90,8 @@ static app_batch_t *slot_new(varlog_appender_t *app)
     b->region_len = len;
     b->calls = (app_call_t *)(void *)region;
     b->metas = (varlog_entry_meta_t *)(void *)(region + calls_len);
-    b->buf = region + calls_len + metas_len;
+    b->refs = (app_ref_t *)(void *)(region + calls_len + metas_len);
+    b->buf = region + calls_len + metas_len + refs_len;
     b->cap = app->slot_cap;
     return b;
 }

@@ -14,11 +14,15 @@ size_t codec_put_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id)
     return off;
 }
 
+size_t codec_put_payload_head(uint8_t *p, size_t len)
+{
+    p[0] = (3 << 3) | 2;
+    return 1 + wire_varint_put(p + 1, len);
+}
+
 size_t codec_put_payload(uint8_t *p, const void *data, size_t len)
 {
-    size_t off = 0;
-    p[off++] = (3 << 3) | 2;
-    off += wire_varint_put(p + off, len);
+    size_t off = codec_put_payload_head(p, len);
     memcpy(p + off, data, len);
     return off + len;
 }

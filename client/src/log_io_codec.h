@@ -30,6 +30,11 @@ size_t codec_put_head(uint8_t *p, int32_t topic_id, int32_t log_stream_id);
  * len + CODEC_PAYLOAD_OVERHEAD_MAX. */
 size_t codec_put_payload(uint8_t *p, const void *data, size_t len);
 
+/* Writes one payload field's tag and length at p, without the bytes (the appender sends them
+ * from where they are: varlog_appender_append_ref); returns its length, at most
+ * CODEC_PAYLOAD_OVERHEAD_MAX. */
+size_t codec_put_payload_head(uint8_t *p, size_t len);
+
 /* Reads one payload field written by codec_put_payload at *p (before end): its bytes into
  * *data and *len (pointing into the encoding), and moves *p past it. Returns false, *p left
  * alone, at the end or when the bytes there are not such a field (another tag, a length

@@ -135,6 +135,12 @@ varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg);
 varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t head_len,
                                     grpc_slice body);
 
+/* BIDI: as rpc_stream_send_shared for a message in n pieces, sent as the concatenation of
+ * slices[0..n) (the pieces stay the caller's: the message takes its own reference to each),
+ * so that parts of it can be sent from where they are without a copy. Errors as
+ * rpc_stream_send. */
+varlog_err_t rpc_stream_send_slices(rpc_stream_t *s, const grpc_slice *slices, size_t n);
+
 /* BIDI: half-closes after every queued message was sent. Any thread. Errors as send. */
 varlog_err_t rpc_stream_close_send(rpc_stream_t *s);
 

@@ -542,6 +542,19 @@ varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t he
     return send_buffer(s, bb);
 }
 
+varlog_err_t rpc_stream_send_slices(rpc_stream_t *s, const grpc_slice *slices, size_t n)
+{
+    if (!s || (!slices && n))
+        return VARLOG_ERR_INVALID_ARG;
+    varlog_err_t err = send_refusal(s);
+    if (err != VARLOG_OK)
+        return err;
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create((grpc_slice *)slices, n);
+    if (!bb)
+        return VARLOG_ERR_NOMEM;
+    return send_buffer(s, bb);
+}
+
 varlog_err_t rpc_stream_close_send(rpc_stream_t *s)
 {
     if (!s)

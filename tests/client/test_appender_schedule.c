@@ -24,8 +24,9 @@
  * VARLOG_SCHEDULE_SEED=<n> replays a schedule (the same steps and configurations; the
  * interleaving with the network is the machine's); VARLOG_SCHEDULE_SECONDS sets how long it
  * runs (default: about 3 s, one longer episode in valgrind and TSan builds);
- * VARLOG_SCHEDULE_VERBOSE=1 prints every step and callback. The seed is printed at the start
- * and with any failure. */
+ * VARLOG_SCHEDULE_VERBOSE=1 prints every step and callback; VARLOG_SCHEDULE_EPISODE=<e>
+ * starts at episode e of the seed's schedule. The seed is printed at the start and with any
+ * failure. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -737,6 +738,10 @@ static void test_lane_life_schedule(void **state)
     int64_t end = test_now_ms() + total_ms;
     long rounds0 = atomic_load(&g_rounds);
     g_episode = 0;
+    /* VARLOG_SCHEDULE_EPISODE=<e>: starts the seed's schedule at episode e (a failure's). */
+    const char *from = getenv("VARLOG_SCHEDULE_EPISODE");
+    for (long skip = from && from[0] ? atol(from) : 0; skip > 0; skip--, g_episode++)
+        (void)rng_next(&master);
     do {
         int64_t left = end - test_now_ms();
         episode_run(rng_next(&master), left < episode_ms ? left : episode_ms);

@@ -245,6 +245,20 @@ CALL(app_append_ex_flags,
      varlog_appender_append_ex(e->app, &rec1, 1, 0,
                                VARLOG_APPEND_REFUSAL_RETRIED | VARLOG_APPEND_WAIT_CONTINUED,
                                on_appended, NULL))
+/* rec1's bytes are static: a release that does nothing. */
+static void release_nothing(void *opaque)
+{
+    (void)opaque;
+}
+
+CALL(app_append_ref_null_app,
+     varlog_appender_append_ref(NULL, &rec1, 1, 0, release_nothing, on_appended, NULL))
+CALL(app_append_ref_null_release,
+     varlog_appender_append_ref(e->app, &rec1, 1, 0, NULL, on_appended, NULL))
+CALL(app_append_ref_record_big, varlog_appender_append_ref(e->app, records(1, REC_MAX + 1), 1, 0,
+                                                           release_nothing, on_appended, NULL))
+CALL(app_append_ref_ok,
+     varlog_appender_append_ref(e->app, &rec1, 1, 0, release_nothing, on_appended, NULL))
 CALL(app_append_null_records, app_append(e->app, NULL, 1, 0, on_appended))
 CALL(app_append_null_cb, app_append(e->app, &rec1, 1, 0, NULL))
 CALL(app_append_n_0, app_append(e->app, &rec1, 0, 0, on_appended))
@@ -302,6 +316,8 @@ static const bi_row_t pure_rows[] = {
     R(varlog_appender_append, "NULL appender", INVAL, "must not be NULL", app_append_null_app),
     R(varlog_appender_append_ex, "NULL appender", INVAL, "must not be NULL",
       app_append_ex_null_app),
+    R(varlog_appender_append_ref, "NULL appender", INVAL, "must not be NULL",
+      app_append_ref_null_app),
     R(varlog_appender_flush, "NULL", INVAL, "appender is NULL", app_flush_null),
     R(varlog_appender_close, "NULL and *app NULL", OK, OK, app_close_null),
 };
@@ -395,6 +411,12 @@ static const bi_row_t open_rows[] = {
     R(varlog_appender_append_ex, "unknown flag", INVAL, "unknown flags 0x80",
       app_append_ex_unknown_flag),
     R(varlog_appender_append_ex, "both flags", OK, OK, app_append_ex_flags),
+    R(varlog_appender_append_ref, "NULL release", INVAL, "release must not be NULL",
+      app_append_ref_null_release),
+    R(varlog_appender_append_ref, "record above append.record.max.bytes", INVAL,
+      "above append.record.max.bytes", app_append_ref_record_big),
+    R(varlog_appender_append_ref, "static bytes, a release that does nothing", OK, OK,
+      app_append_ref_ok),
     R(varlog_appender_flush, "timeout -2", INVAL, "timeout_ms -2", app_flush_below),
     R(varlog_appender_flush, "timeout INT64_MAX", OK, OK, app_flush_huge),
     R(varlog_appender_close, "twice", OK, OK, app_close_twice),

@@ -234,6 +234,38 @@ VARLOG_API varlog_err_t varlog_appender_append_ex(varlog_appender_t *app,
                                                   int64_t timeout_ms, unsigned flags,
                                                   varlog_append_cb *cb, void *opaque);
 
+/* Runs once per varlog_appender_append_ref call that returned OK, when nothing reads the
+ * call's record bytes any more: see there. */
+typedef void varlog_append_release_cb(void *opaque);
+
+/*
+ * varlog_appender_append without the copy: the records' bytes are sent from where they are,
+ * as gRPC writes the request (librdkafka's produce without RD_KAFKA_MSG_F_COPY). For records
+ * of kilobytes, where the copy into the transmit queue is most of a producer's cost; below a
+ * few hundred bytes copying costs less than a reference (each referenced record is one more
+ * piece of the request for gRPC and the kernel to gather).
+ *
+ * Ownership: the records array is read before the call returns and may be reused at once;
+ * the bytes each record points to stay the caller's, and must stay valid and unchanged until
+ * release(opaque) runs. It runs exactly once for a call that returned OK, after cb, once the
+ * call's batch settled and gRPC let go of its request: as the batch settles (on the
+ * appender's thread, right after the callbacks of its batch), or later, on the thread where
+ * gRPC drops its last reference (one of gRPC's own, possibly with gRPC's locks held), when
+ * gRPC still held it then (a stream ended while it was writing the request: until the
+ * connection has written or dropped those bytes). So release must only give the memory back
+ * or note that it can be (free, a pool's put, an atomic flag): it must not block nor call any
+ * function of this library. A call that returned an error references nothing and never gets
+ * release. cb and opaque as varlog_appender_append; release is required (a function that does
+ * nothing, for bytes that outlive the client).
+ * Blocks, callbacks and errors: as varlog_appender_append; INVALID_ARG also for a NULL
+ * release.
+ */
+VARLOG_API varlog_err_t varlog_appender_append_ref(varlog_appender_t *app,
+                                                   const varlog_record_t *records, size_t n,
+                                                   int64_t timeout_ms,
+                                                   varlog_append_release_cb *release,
+                                                   varlog_append_cb *cb, void *opaque);
+
 /*
  * Sends what is queued without waiting for appender.linger.ms and waits until the callback of
  * every call queued before flush began has returned. still_pending (optional) receives the
