@@ -339,6 +339,7 @@ void adm_seal(struct varlog_server *srv, rpc_server_call_t *call, const Protobuf
     if (ls) {
         if (!ls->sealed) {
             ls->sealed = true;
+            ls->seals++;
             st->applied_index++;
         }
         replica_md_t rmd;

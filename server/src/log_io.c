@@ -92,7 +92,18 @@ static void append_refuse(rpc_server_call_t *call, varlog_err_t err)
 
 /* Stores the batch of a request that append_request_scan accepted (req; body reads its
  * bytes) and queues its response. */
-static void append_process(struct append_state *a, const append_req_t *req, wire_cursor_t body)
+/* Not a delayed request: no seal can have come between its read and its processing. */
+#define SEALS_NONE UINT64_MAX
+#define SEALS_SEALED (UINT64_MAX - 1)
+
+/* seals_at_read: the log stream's seals when a delayed request was read (SEALS_SEALED: it was
+ * sealed then). A node refuses a request it reads while sealed, and a seal that came while
+ * it held one drops it as Varlog's drops the entries in its pipeline that it had not
+ * committed (internal/storagenode/logstream/executor.go, resetInternalState): either way
+ * refused as sealed even if the log stream was unsealed since, never stored after the
+ * unseal. */
+static void append_process(struct append_state *a, const append_req_t *req, wire_cursor_t body,
+                           uint64_t seals_at_read)
 {
     rpc_server_call_t *call = a->call;
     char desc[96];
@@ -141,7 +152,7 @@ static void append_process(struct append_state *a, const append_req_t *req, wire
     uint8_t *dst = NULL;
     if (!ls)
         err = VARLOG_ERR_RPC_NOT_FOUND;
-    else if (ls->sealed)
+    else if (ls->sealed || (seals_at_read != SEALS_NONE && ls->seals != seals_at_read))
         err = VARLOG_ERR_SEALED;
     else
         slots = store_reserve_locked(st, ls, n, req->bytes, &dst, &err);
@@ -184,6 +195,7 @@ struct append_delayed {
     struct append_state *a;
     append_req_t req;
     grpc_slice bytes; /* the request, copied out of the transport's buffer */
+    uint64_t seals;   /* its log stream's when it was read: append_process */
 };
 
 static void append_delayed_free(struct append_delayed *d)
@@ -202,7 +214,7 @@ static void append_fire(timer_item_t *it)
     struct append_state *a = d->a;
     wire_cursor_t body;
     wire_cursor_init(&body, &d->bytes, 1);
-    append_process(a, &d->req, body);
+    append_process(a, &d->req, body, d->seals);
     atomic_store(&a->delayed, false);
     /* Reading resumes on the server thread (append_writable), which also handles the next
      * request: resuming from here raced with it, and a stream could get a second request
@@ -308,6 +320,11 @@ static void append_message(rpc_server_call_t *call, const ProtobufCMessage *msg,
         d->item.drop = append_drop;
         d->a = a;
         d->req = req;
+        store_t *st = &ctx->srv->store;
+        pthread_mutex_lock(&st->mu);
+        const store_ls_t *ls = store_ls_locked(st, req.topic_id, req.log_stream_id);
+        d->seals = !ls ? 0 : ls->sealed ? SEALS_SEALED : ls->seals;
+        pthread_mutex_unlock(&st->mu);
         atomic_fetch_add(&a->refs, 1);
         rpc_server_call_ref(call);
         /* Responses stay in request order: the next request is read only after this one
@@ -317,7 +334,7 @@ static void append_message(rpc_server_call_t *call, const ProtobufCMessage *msg,
         timer_schedule(&ctx->srv->timer, &d->item);
         return;
     }
-    append_process(a, &req, body);
+    append_process(a, &req, body, SEALS_NONE);
     grpc_slice_unref(copy);
     if (!atomic_load(&a->over) && rpc_server_call_pending_sends(call) >= APPEND_PIPELINE)
         rpc_server_call_pause_recv(call, true);

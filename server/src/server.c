@@ -200,6 +200,7 @@ static varlog_err_t set_sealed(varlog_server_t *srv, int32_t topic_id, int32_t l
     store_ls_t *ls = store_ls_locked(&srv->store, topic_id, ls_id);
     if (ls && ls->sealed != sealed) {
         ls->sealed = sealed;
+        ls->seals += sealed;
         srv->store.applied_index++;
     }
     pthread_mutex_unlock(&srv->store.mu);

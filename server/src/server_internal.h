@@ -106,6 +106,9 @@ typedef struct store_entry {
 typedef struct store_ls {
     int32_t topic_id, ls_id;
     bool sealed;
+    /* Seals so far: a request read before a seal and still in the node when it came is
+     * dropped by it, even once unsealed (log_io.c, append_fire). */
+    uint64_t seals;
     store_entry_t *entries; /* live entries are entries[head .. count) */
     size_t head, count, cap;
     uint64_t next_llsn;
