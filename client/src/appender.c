@@ -345,16 +345,20 @@ static void wake_thread_locked(varlog_appender_t *app)
     }
 }
 
-/* Writes records into b: copies, or (release set) their tags and lengths with a gap each for
- * the bytes, which stay where the caller has them. Called with mu held. */
+size_t app_ref_min_bytes = APP_REF_MIN_BYTES;
+
+/* Writes records into b: copies, or (ref) their tags and lengths with a gap each for the
+ * bytes, which stay where the caller has them; but a record below app_ref_min_bytes is
+ * copied all the same, which costs less than one more piece of the request. Called with mu
+ * held. */
 static void put_records_locked(app_batch_t *b, const varlog_record_t *records, size_t n, bool ref)
 {
-    if (!ref) {
-        for (size_t i = 0; i < n; i++)
-            b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
-        return;
-    }
+    b->has_release |= ref;
     for (size_t i = 0; i < n; i++) {
+        if (!ref || records[i].len < app_ref_min_bytes) {
+            b->len += codec_put_payload(b->buf + b->len, records[i].data, records[i].len);
+            continue;
+        }
         b->len += codec_put_payload_head(b->buf + b->len, records[i].len);
         b->refs[b->n_refs++] =
             (app_ref_t){.data = records[i].data, .off = b->len, .len = records[i].len};

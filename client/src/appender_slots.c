@@ -26,11 +26,12 @@ static void free_push_locked(varlog_appender_t *app, app_batch_t *b)
 void app_slot_free_locked(varlog_appender_t *app, app_batch_t *b)
 {
     /* Settled, and gRPC let go of the body: nothing reads the referenced bytes any more. */
-    for (uint32_t i = 0; b->n_refs > 0 && i < b->n_calls; i++) {
+    for (uint32_t i = 0; b->has_release && i < b->n_calls; i++) {
         if (b->calls[i].release)
             b->calls[i].release(b->calls[i].opaque);
     }
     b->n_refs = 0;
+    b->has_release = false;
     b->state = SLOT_FREE;
     b->settle_pending = false;
     b->len = 0;

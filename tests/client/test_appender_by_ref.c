@@ -18,6 +18,7 @@
 #include <cmocka.h>
 #include <grpc/slice.h>
 
+#include "appender_internal.h"
 #include "appender_test_util.h"
 #include "client_fixture.h"
 #include "rpc_client.h"
@@ -102,12 +103,13 @@ static size_t rec_len(size_t i, size_t j)
     return lens[(i * 3 + j) % (sizeof(lens) / sizeof(lens[0]))];
 }
 
-static void fill_call(ref_call_t *c, size_t i, size_t n)
+/* big: every record at least APP_REF_MIN_BYTES, all of them referenced. */
+static void fill_call(ref_call_t *c, size_t i, size_t n, bool big)
 {
     memset(c, 0, sizeof(*c));
     c->n = n;
     for (size_t j = 0; j < n; j++) {
-        c->len[j] = rec_len(i, j);
+        c->len[j] = rec_len(i, j) + (big ? APP_REF_MIN_BYTES : 0);
         c->data[j] = malloc(c->len[j]);
         assert_non_null(c->data[j]);
         for (size_t k = 0; k < c->len[j]; k++)
@@ -164,23 +166,42 @@ static bool releases_reach(void *arg)
     return atomic_load(&releases) >= *(long *)arg;
 }
 
+/* Counters at zero, a server of one topic with log_streams, a client with the pair name=value
+ * and an appender for log stream ls (0: topic-wide). */
+static varlog_appender_t *start(client_fixture_t *f, int32_t log_streams, int32_t ls,
+                                const char *name, const char *value)
+{
+    atomic_store(&callbacks, 0);
+    atomic_store(&releases, 0);
+    cf_start(f, 1, log_streams, name, value, NULL);
+    varlog_appender_t *app = NULL;
+    assert_int_equal(varlog_appender_new(f->client, 1, ls, &app), VARLOG_OK);
+    return app;
+}
+
+/* Walks log streams 1..log_streams (stored_visit) and returns what it saw. */
+static stored_t check_stored(client_fixture_t *f, int32_t log_streams, size_t n_calls)
+{
+    stored_t st = {.n_calls = n_calls};
+    for (int32_t ls = 1; ls <= log_streams; ls++)
+        cf_stored_each(f->srv, 1, ls, stored_visit, &st);
+    return st;
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 /* Referenced and copied calls, interleaved in the same batches of a topic-wide appender over
- * two log streams: every record stored once, with its bytes, where its callback said; one
- * release per referenced call, after its callback; none for copied ones. */
+ * two log streams, with records referenced and records copied for their size in the same
+ * calls: every record stored once, with its bytes, where its callback said; one release per
+ * call of varlog_appender_append_ref, after its callback; none for the others. */
 static void test_ref_stored_as_referenced(void **state)
 {
     (void)state;
-    atomic_store(&callbacks, 0);
-    atomic_store(&releases, 0);
     client_fixture_t f;
-    cf_start(&f, 1, 2, "appender.batch.max.records", "16", "appender.linger.ms", "2", NULL);
-    varlog_appender_t *app = NULL;
-    assert_int_equal(varlog_appender_new(f.client, 1, 0, &app), VARLOG_OK);
+    varlog_appender_t *app = start(&f, 2, 0, "appender.batch.max.records", "16");
     long by_ref = 0;
     for (size_t i = 0; i < MAX_CALLS; i++) {
-        fill_call(&calls[i], i, 1 + i % MAX_RECS);
+        fill_call(&calls[i], i, 1 + i % MAX_RECS, false);
         bool ref = i % 3 != 1;
         by_ref += ref;
         assert_int_equal(append_call(app, i, ref), VARLOG_OK);
@@ -196,9 +217,7 @@ static void test_ref_stored_as_referenced(void **state)
         assert_int_equal(atomic_load(&calls[i].releases), i % 3 != 1 ? 1 : 0);
         assert_false(atomic_load(&calls[i].released_before_cb));
     }
-    stored_t st = {.n_calls = MAX_CALLS};
-    for (int32_t ls = 1; ls <= 2; ls++)
-        cf_stored_each(f.srv, 1, ls, stored_visit, &st);
+    stored_t st = check_stored(&f, 2, MAX_CALLS);
     size_t records = 0;
     for (size_t i = 0; i < MAX_CALLS; i++)
         records += calls[i].n;
@@ -215,18 +234,14 @@ static void test_ref_stored_as_referenced(void **state)
 static void test_ref_release_waits_for_grpc(void **state)
 {
     (void)state;
-    atomic_store(&callbacks, 0);
-    atomic_store(&releases, 0);
     client_fixture_t f;
-    cf_start(&f, 1, 1, "appender.batch.max.records", "8", NULL);
-    varlog_appender_t *app = NULL;
-    assert_int_equal(varlog_appender_new(f.client, 1, 1, &app), VARLOG_OK);
+    varlog_appender_t *app = start(&f, 1, 1, "appender.batch.max.records", "8");
     pthread_mutex_lock(&held_mu);
     hold_refs = true;
     pthread_mutex_unlock(&held_mu);
     enum { N = 20 };
     for (size_t i = 0; i < N; i++) {
-        fill_call(&calls[i], i, 1 + i % 2);
+        fill_call(&calls[i], i, 1 + i % 2, true);
         assert_int_equal(append_call(app, i, true), VARLOG_OK);
     }
     assert_int_equal(varlog_appender_flush(app, cf_wait_bound_ms(), NULL), VARLOG_OK);
@@ -241,9 +256,7 @@ static void test_ref_release_waits_for_grpc(void **state)
         assert_false(atomic_load(&calls[i].released_before_cb));
         assert_true(pthread_equal(calls[i].release_thread, pthread_self()));
     }
-    stored_t st = {.n_calls = N};
-    cf_stored_each(f.srv, 1, 1, stored_visit, &st);
-    assert_int_equal(st.bad, 0);
+    assert_int_equal(check_stored(&f, 1, N).bad, 0);
     atu_assert_nothing_bad();
     cf_stop(&f);
     free_calls(N);
@@ -253,12 +266,8 @@ static void test_ref_release_waits_for_grpc(void **state)
 static void test_ref_bad_input(void **state)
 {
     (void)state;
-    atomic_store(&callbacks, 0);
-    atomic_store(&releases, 0);
     client_fixture_t f;
-    cf_start(&f, 1, 1, "append.record.max.bytes", "64", NULL);
-    varlog_appender_t *app = NULL;
-    assert_int_equal(varlog_appender_new(f.client, 1, 1, &app), VARLOG_OK);
+    varlog_appender_t *app = start(&f, 1, 1, "append.record.max.bytes", "64");
     uint8_t big[65] = {0};
     varlog_record_t r = {.data = big, .len = 8};
     assert_int_equal(varlog_appender_append_ref(app, &r, 1, -1, NULL, on_result, &calls[0]),

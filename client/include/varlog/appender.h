@@ -241,19 +241,21 @@ typedef void varlog_append_release_cb(void *opaque);
 /*
  * varlog_appender_append without the copy: the records' bytes are sent from where they are,
  * as gRPC writes the request (librdkafka's produce without RD_KAFKA_MSG_F_COPY). For records
- * of kilobytes, where the copy into the transmit queue is most of a producer's cost; below a
- * few hundred bytes copying costs less than a reference (each referenced record is one more
- * piece of the request for gRPC and the kernel to gather).
+ * of kilobytes, where the copy into the transmit queue is most of a producer's cost. Records
+ * under 1 KiB are copied all the same (each referenced record is two more pieces of the
+ * request for gRPC and the kernel to gather, which costs more than their copy); release then
+ * comes as for the others, and the caller need not know which were.
  *
  * Ownership: the records array is read before the call returns and may be reused at once;
  * the bytes each record points to stay the caller's, and must stay valid and unchanged until
- * release(opaque) runs. It runs exactly once for a call that returned OK, after cb, once the
+ * release(opaque) runs. It runs exactly once for a call that returned OK, after cb, when the
  * call's batch settled and gRPC let go of its request: as the batch settles (on the
- * appender's thread, right after the callbacks of its batch), or later, on the thread where
- * gRPC drops its last reference (one of gRPC's own, possibly with gRPC's locks held), when
- * gRPC still held it then (a stream ended while it was writing the request: until the
- * connection has written or dropped those bytes). So release must only give the memory back
- * or note that it can be (free, a pool's put, an atomic flag): it must not block nor call any
+ * appender's thread, after the callbacks of the batches settled with it, with the appender's
+ * lock held), or later if gRPC still held the request then (a stream ended while it was
+ * writing the request, until the connection has written or dropped those bytes): on the
+ * thread where gRPC drops its last reference, one of gRPC's own perhaps, possibly with
+ * gRPC's locks held and the appender's. So release must only give the memory back or note
+ * that it can be (free, a pool's put, an atomic flag): it must not block nor call any
  * function of this library. A call that returned an error references nothing and never gets
  * release. cb and opaque as varlog_appender_append; release is required (a function that does
  * nothing, for bytes that outlive the client).
