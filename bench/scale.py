@@ -172,11 +172,11 @@ WRITE_SHAPES = ("topic", "call", "perls", "shared", "ref")
 def write_rounds(args, cluster, k, out, results):
     """results[(k, size, producers)]: one dict per round, {"topic", "call", "perls", "shared",
     "go", "floor"}."""
+    shapes = [s for s in WRITE_SHAPES if s in args.shapes.split(",")]
     for rnd in range(args.rounds):
         for size in ints(args.sizes):
             steps = [("go", None), ("floor", None)] + [(s, p) for p in ints(args.producers)
-                                                       for s in WRITE_SHAPES
-                                                       if s in args.shapes.split(",")]
+                                                       for s in shapes]
             if rnd % 2:
                 steps.reverse()
             got = {}
@@ -192,8 +192,8 @@ def write_rounds(args, cluster, k, out, results):
                 out.flush()
             for p in ints(args.producers):
                 results.setdefault((k, size, p), []).append(
-                    dict({s: got.get((s, p)) for s in WRITE_SHAPES}, go=got.get("go"),
-                         floor=got.get("floor")))
+                    dict({s: got.get((s, p)) for s in WRITE_SHAPES if s in shapes},
+                         go=got.get("go"), floor=got.get("floor")))
 
 
 # ---- reads ------------------------------------------------------------------------------
@@ -446,7 +446,7 @@ def per_round(writes, reads, handles):
         for i, r in enumerate(rs):
             lines.append(f"write k={k} {size} B P={p} round {i + 1}  "
                          + "  ".join(f"{w}: {cell(r[w], 'record')}"
-                                     for w in WRITE_SHAPES + ("go", "floor")))
+                                     for w in WRITE_SHAPES + ("go", "floor") if w in r))
     for (form, k), rs in sorted(reads.items()):
         for i, r in enumerate(rs):
             lines.append(f"read {form} k={k} round {i + 1}  "
