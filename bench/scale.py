@@ -340,22 +340,24 @@ def write_table(results, args):
             f"| {fmt(ratio(rate['perls'], rate['go']))} | {fmt(rss['topic'], 0)} "
             f"| {fmt(rss['perls'], 0)} | {fmt(rss['go'], 0)} | {fmt(thr['topic'], 0)} "
             f"| {fmt(thr['perls'], 0)} | {fmt(thr['go'], 0)} |")
-    lines += ["", f"An appender per log stream, on {args.shared_threads} shared thread(s) "
-              "(appender.threads), against the same shape on a thread each and against Go:", "",
-              "| k | size | producers | records/s C per-ls shared | C per-ls | Go "
-              "| CPU µs/record C per-ls shared | C per-ls | Go | C/Go CPU shared | C/Go rate shared "
-              "| shared/own CPU | max RSS MB C per-ls shared | threads C per-ls shared |",
-              "|" + "---|" * 14]
-    for (k, size, p), rs in sorted(results.items()):
-        rate = {w: med(rs, w, "rate") for w in ("shared", "perls", "go")}
-        cpu = {w: med(rs, w, "cpu_us") for w in ("shared", "perls", "go")}
-        lines.append(
-            f"| {k} | {size} | {p} | {fmt(rate['shared'])} | {fmt(rate['perls'])} "
-            f"| {fmt(rate['go'])} | {fmt(cpu['shared'])} | {fmt(cpu['perls'])} "
-            f"| {fmt(cpu['go'])} | {fmt(ratio(cpu['shared'], cpu['go']))} "
-            f"| {fmt(ratio(rate['shared'], rate['go']))} "
-            f"| {fmt(ratio(cpu['shared'], cpu['perls']))} "
-            f"| {fmt(med(rs, 'shared', 'rss_mb'), 0)} | {fmt(med(rs, 'shared', 'threads'), 0)} |")
+    ran = args.shapes.split(",")
+    if "shared" in ran:
+        lines += ["", f"An appender per log stream, on {args.shared_threads} shared thread(s) "
+                  "(appender.threads), against the same shape on a thread each and against Go:", "",
+                  "| k | size | producers | records/s C per-ls shared | C per-ls | Go "
+                  "| CPU µs/record C per-ls shared | C per-ls | Go | C/Go CPU shared | C/Go rate shared "
+                  "| shared/own CPU | max RSS MB C per-ls shared | threads C per-ls shared |",
+                  "|" + "---|" * 14]
+        for (k, size, p), rs in sorted(results.items()):
+            rate = {w: med(rs, w, "rate") for w in ("shared", "perls", "go")}
+            cpu = {w: med(rs, w, "cpu_us") for w in ("shared", "perls", "go")}
+            lines.append(
+                f"| {k} | {size} | {p} | {fmt(rate['shared'])} | {fmt(rate['perls'])} "
+                f"| {fmt(rate['go'])} | {fmt(cpu['shared'])} | {fmt(cpu['perls'])} "
+                f"| {fmt(cpu['go'])} | {fmt(ratio(cpu['shared'], cpu['go']))} "
+                f"| {fmt(ratio(rate['shared'], rate['go']))} "
+                f"| {fmt(ratio(cpu['shared'], cpu['perls']))} "
+                f"| {fmt(med(rs, 'shared', 'rss_mb'), 0)} | {fmt(med(rs, 'shared', 'threads'), 0)} |")
     lines += ["", "One topic-wide appender against the floor (bench_server_append's AppendFloor "
               "over every log stream: the same requests on bare gRPC-core streams, one thread, no "
               f"library) and Go; C calls of {args.batch}: the same appender handed whole batches, "
@@ -374,21 +376,22 @@ def write_table(results, args):
             f"| {fmt(ratio(cpu['floor'], cpu['go']))} | {fmt(ratio(cpu['topic'], cpu['go']))} "
             f"| {fmt(ratio(cpu['call'], cpu['go']))} | {fmt(med(rs, 'call', 'rate'))} "
             f"| {fmt(med(rs, 'floor', 'rate'))} |")
-    lines += ["", "The topic-wide appender with varlog_appender_append_ref (C ref: the records' "
-              "bytes sent from where they are, every record the same bytes as in Go's benchmark) "
-              "against the same with the copy (C topic), the floor and Go:", "",
-              "| k | size | producers | CPU µs/record C topic | C ref | floor | Go | C ref/topic "
-              "| C ref/floor | C ref/Go | records/s C ref | C topic | Go |",
-              "|" + "---|" * 13]
-    for (k, size, p), rs in sorted(results.items()):
-        cpu = {w: med(rs, w, "cpu_us") for w in ("topic", "ref", "floor", "go")}
-        lines.append(
-            f"| {k} | {size} | {p} | {fmt(cpu['topic'])} | {fmt(cpu['ref'])} "
-            f"| {fmt(cpu['floor'])} | {fmt(cpu['go'])} "
-            f"| {fmt(ratio(cpu['ref'], cpu['topic']))} "
-            f"| {fmt(ratio(cpu['ref'], cpu['floor']))} | {fmt(ratio(cpu['ref'], cpu['go']))} "
-            f"| {fmt(med(rs, 'ref', 'rate'))} | {fmt(med(rs, 'topic', 'rate'))} "
-            f"| {fmt(med(rs, 'go', 'rate'))} |")
+    if "ref" in ran:
+        lines += ["", "The topic-wide appender with varlog_appender_append_ref (C ref: the records' "
+                  "bytes sent from where they are, every record the same bytes as in Go's benchmark) "
+                  "against the same with the copy (C topic), the floor and Go:", "",
+                  "| k | size | producers | CPU µs/record C topic | C ref | floor | Go | C ref/topic "
+                  "| C ref/floor | C ref/Go | records/s C ref | C topic | Go |",
+                  "|" + "---|" * 13]
+        for (k, size, p), rs in sorted(results.items()):
+            cpu = {w: med(rs, w, "cpu_us") for w in ("topic", "ref", "floor", "go")}
+            lines.append(
+                f"| {k} | {size} | {p} | {fmt(cpu['topic'])} | {fmt(cpu['ref'])} "
+                f"| {fmt(cpu['floor'])} | {fmt(cpu['go'])} "
+                f"| {fmt(ratio(cpu['ref'], cpu['topic']))} "
+                f"| {fmt(ratio(cpu['ref'], cpu['floor']))} | {fmt(ratio(cpu['ref'], cpu['go']))} "
+                f"| {fmt(med(rs, 'ref', 'rate'))} | {fmt(med(rs, 'topic', 'rate'))} "
+                f"| {fmt(med(rs, 'go', 'rate'))} |")
     return "\n".join(lines)
 
 
