@@ -524,24 +524,6 @@ varlog_err_t rpc_stream_send(rpc_stream_t *s, const ProtobufCMessage *msg)
     return send_buffer(s, bb);
 }
 
-varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t head_len,
-                                    grpc_slice body)
-{
-    if (!s || (!head && head_len))
-        return VARLOG_ERR_INVALID_ARG;
-    varlog_err_t err = send_refusal(s);
-    if (err != VARLOG_OK)
-        return err;
-    /* A head this small is inlined in the slice itself: no allocation. The byte buffer takes
-     * its own references to both slices. */
-    grpc_slice slices[2] = {grpc_slice_from_copied_buffer(head, head_len), body};
-    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(slices, 2);
-    grpc_slice_unref(slices[0]);
-    if (!bb)
-        return VARLOG_ERR_NOMEM;
-    return send_buffer(s, bb);
-}
-
 varlog_err_t rpc_stream_send_slices(rpc_stream_t *s, const grpc_slice *slices, size_t n)
 {
     if (!s || (!slices && n))
@@ -553,6 +535,19 @@ varlog_err_t rpc_stream_send_slices(rpc_stream_t *s, const grpc_slice *slices, s
     if (!bb)
         return VARLOG_ERR_NOMEM;
     return send_buffer(s, bb);
+}
+
+varlog_err_t rpc_stream_send_shared(rpc_stream_t *s, const void *head, size_t head_len,
+                                    grpc_slice body)
+{
+    if (!head && head_len)
+        return VARLOG_ERR_INVALID_ARG;
+    /* A head this small is inlined in the slice itself: no allocation. The byte buffer takes
+     * its own references to both slices. */
+    grpc_slice slices[2] = {grpc_slice_from_copied_buffer(head, head_len), body};
+    varlog_err_t err = rpc_stream_send_slices(s, slices, 2);
+    grpc_slice_unref(slices[0]);
+    return err;
 }
 
 varlog_err_t rpc_stream_close_send(rpc_stream_t *s)

@@ -337,11 +337,7 @@ void adm_seal(struct varlog_server *srv, rpc_server_call_t *call, const Protobuf
     if (!ls)
         adm_finish_status(call, GRPC_STATUS_NOT_FOUND, "ls %" PRId32, r->log_stream_id);
     if (ls) {
-        if (!ls->sealed) {
-            ls->sealed = true;
-            ls->seals++;
-            st->applied_index++;
-        }
+        store_set_sealed_locked(st, ls, true);
         replica_md_t rmd;
         adm_replica_md_fill_locked(&rmd, st, topic, ls);
         Varlog__Snpb__LogStreamReplicaMetadataDescriptor *rmds[1] = {&rmd.d};
@@ -371,10 +367,7 @@ void adm_unseal(struct varlog_server *srv, rpc_server_call_t *call, const Protob
         ls = NULL;
     }
     if (ls) {
-        if (ls->sealed) {
-            ls->sealed = false;
-            st->applied_index++;
-        }
+        store_set_sealed_locked(st, ls, false);
         Varlog__Varlogpb__ReplicaDescriptor rd;
         adm_replica_init(&rd);
         Varlog__Varlogpb__ReplicaDescriptor *rds[1] = {&rd};

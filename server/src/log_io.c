@@ -90,16 +90,15 @@ static void append_refuse(rpc_server_call_t *call, varlog_err_t err)
     }
 }
 
-/* Stores the batch of a request that append_request_scan accepted (req; body reads its
- * bytes) and queues its response. */
 /* Not a delayed request: no seal can have come between its read and its processing. */
 #define SEALS_NONE UINT64_MAX
 #define SEALS_SEALED (UINT64_MAX - 1)
 
-/* seals_at_read: the log stream's seals when a delayed request was read (SEALS_SEALED: it was
- * sealed then). A node refuses a request it reads while sealed, and a seal that came while
- * it held one drops it as Varlog's drops the entries in its pipeline that it had not
- * committed (internal/storagenode/logstream/executor.go, resetInternalState): either way
+/* Stores the batch of a request that append_request_scan accepted (req; body reads its
+ * bytes) and queues its response. seals_at_read: the log stream's seals when a delayed request was
+ * read (SEALS_SEALED: it was sealed then). A node refuses a request it reads while sealed, and a
+ * seal that came while it held one drops it as Varlog's drops the entries in its pipeline that it
+ * had not committed (internal/storagenode/logstream/executor.go, resetInternalState): either way
  * refused as sealed even if the log stream was unsealed since, never stored after the
  * unseal. */
 static void append_process(struct append_state *a, const append_req_t *req, wire_cursor_t body,

@@ -225,6 +225,15 @@ store_ls_t *store_ls_locked(store_t *st, int32_t topic_id, int32_t ls_id)
     return NULL;
 }
 
+void store_set_sealed_locked(store_t *st, store_ls_t *ls, bool sealed)
+{
+    if (ls->sealed == sealed)
+        return;
+    ls->sealed = sealed;
+    ls->seals += sealed;
+    st->applied_index++;
+}
+
 /* A waiter is woken when its own log stream got entries, or, for a GLSN range, when the
  * topic's high watermark reached end - 1 (the range is then decided). */
 static void wake_waiters_locked(store_t *st, store_topic_t *t, int32_t ls_id)

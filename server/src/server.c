@@ -198,11 +198,8 @@ static varlog_err_t set_sealed(varlog_server_t *srv, int32_t topic_id, int32_t l
         return VARLOG_ERR_INVALID_ARG;
     pthread_mutex_lock(&srv->store.mu);
     store_ls_t *ls = store_ls_locked(&srv->store, topic_id, ls_id);
-    if (ls && ls->sealed != sealed) {
-        ls->sealed = sealed;
-        ls->seals += sealed;
-        srv->store.applied_index++;
-    }
+    if (ls)
+        store_set_sealed_locked(&srv->store, ls, sealed);
     pthread_mutex_unlock(&srv->store.mu);
     return ls ? VARLOG_OK : VARLOG_ERR_RPC_NOT_FOUND;
 }

@@ -106,8 +106,8 @@ typedef struct store_entry {
 typedef struct store_ls {
     int32_t topic_id, ls_id;
     bool sealed;
-    /* Seals so far: a request read before a seal and still in the node when it came is
-     * dropped by it, even once unsealed (log_io.c, append_fire). */
+    /* Seals so far (store_set_sealed_locked): a request read before a seal and still in the
+     * node when it came is dropped by it, even once unsealed (log_io.c, append_fire). */
     uint64_t seals;
     store_entry_t *entries; /* live entries are entries[head .. count) */
     size_t head, count, cap;
@@ -179,6 +179,8 @@ void store_destroy(store_t *st);
 /* With st->mu held. */
 store_topic_t *store_topic_locked(store_t *st, int32_t topic_id);
 store_ls_t *store_ls_locked(store_t *st, int32_t topic_id, int32_t ls_id);
+/* Seals or unseals ls; a change moves the applied index and a seal counts in ls->seals. */
+void store_set_sealed_locked(store_t *st, store_ls_t *ls, bool sealed);
 varlog_err_t store_add_topic_locked(store_t *st, int32_t *topic_id);
 varlog_err_t store_add_ls_locked(store_t *st, int32_t topic_id, int32_t *ls_id);
 /* Storing a batch, in two steps so that the caller can copy the payloads straight from the
