@@ -320,78 +320,79 @@ def exactness(args, cluster, k, out):
 # ---- the table --------------------------------------------------------------------------
 
 
+def md_table(cols, rows):
+    """A Markdown table: cols are (header, cell) pairs, cell(row) the text of row's cell."""
+    return (["| " + " | ".join(h for h, _ in cols) + " |", "|" + "---|" * len(cols)]
+            + ["| " + " | ".join(cell(row) for _, cell in cols) + " |" for row in rows])
+
+
+# The cells of a write row ((k, size, producers), [one dict per round]): a shape's median,
+# or the ratio of two shapes' medians.
+def w_key(i):
+    return lambda row: str(row[0][i])
+
+
+def w_med(who, key, digits=2):
+    return lambda row: fmt(med(row[1], who, key), digits)
+
+
+def w_ratio(a, b, key):
+    return lambda row: fmt(ratio(med(row[1], a, key), med(row[1], b, key)))
+
+
+W_KEYS = [("k", w_key(0)), ("size", w_key(1)), ("producers", w_key(2))]
+
+
 def write_table(results, args):
-    go_desc = "Go (k targets x 1 appender)"
-    lines = [f"| k | size | producers | records/s C topic | C per-ls | {go_desc} "
-             "| CPU µs/record C topic | C per-ls | Go | C/Go CPU topic | per-ls "
-             "| C/Go rate topic | per-ls | max RSS MB C topic | C per-ls | Go "
-             "| threads C topic | C per-ls | Go |",
-             "|" + "---|" * 19]
-    for (k, size, p), rs in sorted(results.items()):
-        rate = {w: med(rs, w, "rate") for w in ("topic", "perls", "go")}
-        cpu = {w: med(rs, w, "cpu_us") for w in ("topic", "perls", "go")}
-        rss = {w: med(rs, w, "rss_mb") for w in ("topic", "perls", "go")}
-        thr = {w: med(rs, w, "threads") for w in ("topic", "perls", "go")}
-        lines.append(
-            f"| {k} | {size} | {p} | {fmt(rate['topic'])} | {fmt(rate['perls'])} "
-            f"| {fmt(rate['go'])} | {fmt(cpu['topic'])} | {fmt(cpu['perls'])} "
-            f"| {fmt(cpu['go'])} | {fmt(ratio(cpu['topic'], cpu['go']))} "
-            f"| {fmt(ratio(cpu['perls'], cpu['go']))} | {fmt(ratio(rate['topic'], rate['go']))} "
-            f"| {fmt(ratio(rate['perls'], rate['go']))} | {fmt(rss['topic'], 0)} "
-            f"| {fmt(rss['perls'], 0)} | {fmt(rss['go'], 0)} | {fmt(thr['topic'], 0)} "
-            f"| {fmt(thr['perls'], 0)} | {fmt(thr['go'], 0)} |")
+    rows = sorted(results.items())
+    cpu, rate = "cpu_us", "rate"
+    lines = md_table(W_KEYS + [
+        ("records/s C topic", w_med("topic", rate)), ("C per-ls", w_med("perls", rate)),
+        ("Go (k targets x 1 appender)", w_med("go", rate)),
+        ("CPU µs/record C topic", w_med("topic", cpu)), ("C per-ls", w_med("perls", cpu)),
+        ("Go", w_med("go", cpu)), ("C/Go CPU topic", w_ratio("topic", "go", cpu)),
+        ("per-ls", w_ratio("perls", "go", cpu)), ("C/Go rate topic", w_ratio("topic", "go", rate)),
+        ("per-ls", w_ratio("perls", "go", rate)),
+        ("max RSS MB C topic", w_med("topic", "rss_mb", 0)),
+        ("C per-ls", w_med("perls", "rss_mb", 0)), ("Go", w_med("go", "rss_mb", 0)),
+        ("threads C topic", w_med("topic", "threads", 0)),
+        ("C per-ls", w_med("perls", "threads", 0)), ("Go", w_med("go", "threads", 0))], rows)
     ran = args.shapes.split(",")
     if "shared" in ran:
         lines += ["", f"An appender per log stream, on {args.shared_threads} shared thread(s) "
-                  "(appender.threads), against the same shape on a thread each and against Go:", "",
-                  "| k | size | producers | records/s C per-ls shared | C per-ls | Go "
-                  "| CPU µs/record C per-ls shared | C per-ls | Go | C/Go CPU shared | C/Go rate shared "
-                  "| shared/own CPU | max RSS MB C per-ls shared | threads C per-ls shared |",
-                  "|" + "---|" * 14]
-        for (k, size, p), rs in sorted(results.items()):
-            rate = {w: med(rs, w, "rate") for w in ("shared", "perls", "go")}
-            cpu = {w: med(rs, w, "cpu_us") for w in ("shared", "perls", "go")}
-            lines.append(
-                f"| {k} | {size} | {p} | {fmt(rate['shared'])} | {fmt(rate['perls'])} "
-                f"| {fmt(rate['go'])} | {fmt(cpu['shared'])} | {fmt(cpu['perls'])} "
-                f"| {fmt(cpu['go'])} | {fmt(ratio(cpu['shared'], cpu['go']))} "
-                f"| {fmt(ratio(rate['shared'], rate['go']))} "
-                f"| {fmt(ratio(cpu['shared'], cpu['perls']))} "
-                f"| {fmt(med(rs, 'shared', 'rss_mb'), 0)} | {fmt(med(rs, 'shared', 'threads'), 0)} |")
+                  "(appender.threads), against the same shape on a thread each and against Go:", ""]
+        lines += md_table(W_KEYS + [
+            ("records/s C per-ls shared", w_med("shared", rate)),
+            ("C per-ls", w_med("perls", rate)),
+            ("Go", w_med("go", rate)), ("CPU µs/record C per-ls shared", w_med("shared", cpu)),
+            ("C per-ls", w_med("perls", cpu)), ("Go", w_med("go", cpu)),
+            ("C/Go CPU shared", w_ratio("shared", "go", cpu)),
+            ("C/Go rate shared", w_ratio("shared", "go", rate)),
+            ("shared/own CPU", w_ratio("shared", "perls", cpu)),
+            ("max RSS MB C per-ls shared", w_med("shared", "rss_mb", 0)),
+            ("threads C per-ls shared", w_med("shared", "threads", 0))], rows)
     lines += ["", "One topic-wide appender against the floor (bench_server_append's AppendFloor "
               "over every log stream: the same requests on bare gRPC-core streams, one thread, no "
               f"library) and Go; C calls of {args.batch}: the same appender handed whole batches, "
-              "as Go's benchmark hands them:", "",
-              "| k | size | producers | CPU µs/record C topic | C calls of B | floor | Go "
-              "| C topic/floor | C calls/floor | floor/Go | C topic/Go | C calls/Go "
-              "| records/s C calls | floor |",
-              "|" + "---|" * 14]
-    for (k, size, p), rs in sorted(results.items()):
-        cpu = {w: med(rs, w, "cpu_us") for w in ("topic", "call", "floor", "go")}
-        lines.append(
-            f"| {k} | {size} | {p} | {fmt(cpu['topic'])} | {fmt(cpu['call'])} "
-            f"| {fmt(cpu['floor'])} | {fmt(cpu['go'])} "
-            f"| {fmt(ratio(cpu['topic'], cpu['floor']))} "
-            f"| {fmt(ratio(cpu['call'], cpu['floor']))} "
-            f"| {fmt(ratio(cpu['floor'], cpu['go']))} | {fmt(ratio(cpu['topic'], cpu['go']))} "
-            f"| {fmt(ratio(cpu['call'], cpu['go']))} | {fmt(med(rs, 'call', 'rate'))} "
-            f"| {fmt(med(rs, 'floor', 'rate'))} |")
+              "as Go's benchmark hands them:", ""]
+    lines += md_table(W_KEYS + [
+        ("CPU µs/record C topic", w_med("topic", cpu)), ("C calls of B", w_med("call", cpu)),
+        ("floor", w_med("floor", cpu)), ("Go", w_med("go", cpu)),
+        ("C topic/floor", w_ratio("topic", "floor", cpu)),
+        ("C calls/floor", w_ratio("call", "floor", cpu)), ("floor/Go", w_ratio("floor", "go", cpu)),
+        ("C topic/Go", w_ratio("topic", "go", cpu)), ("C calls/Go", w_ratio("call", "go", cpu)),
+        ("records/s C calls", w_med("call", rate)), ("floor", w_med("floor", rate))], rows)
     if "ref" in ran:
         lines += ["", "The topic-wide appender with varlog_appender_append_ref (C ref: the records' "
                   "bytes sent from where they are, every record the same bytes as in Go's benchmark) "
-                  "against the same with the copy (C topic), the floor and Go:", "",
-                  "| k | size | producers | CPU µs/record C topic | C ref | floor | Go | C ref/topic "
-                  "| C ref/floor | C ref/Go | records/s C ref | C topic | Go |",
-                  "|" + "---|" * 13]
-        for (k, size, p), rs in sorted(results.items()):
-            cpu = {w: med(rs, w, "cpu_us") for w in ("topic", "ref", "floor", "go")}
-            lines.append(
-                f"| {k} | {size} | {p} | {fmt(cpu['topic'])} | {fmt(cpu['ref'])} "
-                f"| {fmt(cpu['floor'])} | {fmt(cpu['go'])} "
-                f"| {fmt(ratio(cpu['ref'], cpu['topic']))} "
-                f"| {fmt(ratio(cpu['ref'], cpu['floor']))} | {fmt(ratio(cpu['ref'], cpu['go']))} "
-                f"| {fmt(med(rs, 'ref', 'rate'))} | {fmt(med(rs, 'topic', 'rate'))} "
-                f"| {fmt(med(rs, 'go', 'rate'))} |")
+                  "against the same with the copy (C topic), the floor and Go:", ""]
+        lines += md_table(W_KEYS + [
+            ("CPU µs/record C topic", w_med("topic", cpu)), ("C ref", w_med("ref", cpu)),
+            ("floor", w_med("floor", cpu)), ("Go", w_med("go", cpu)),
+            ("C ref/topic", w_ratio("ref", "topic", cpu)),
+            ("C ref/floor", w_ratio("ref", "floor", cpu)), ("C ref/Go", w_ratio("ref", "go", cpu)),
+            ("records/s C ref", w_med("ref", rate)), ("C topic", w_med("topic", rate)),
+            ("Go", w_med("go", rate))], rows)
     return "\n".join(lines)
 
 
