@@ -50,6 +50,25 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* Appenders A (x->app) and B (returned) of one client, each bounded as the client to max
+ * records, in batches of 4 that wait for their linger; A takes the whole client-wide bound in
+ * max calls of one record (calls[0..max), of n), its first callback held at the gate. */
+static varlog_appender_t *start_a_holding_bound(fixture_t *x, int max, call_t *calls, size_t n)
+{
+    char bound[16];
+    snprintf(bound, sizeof(bound), "%d", max);
+    fx_start(x, 2, 1, "appender.queue.max.records", bound, "appender.client.queue.max.records",
+             bound, "appender.batch.max.records", "4", "appender.linger.ms", "60000", NULL);
+    varlog_appender_t *b = new_appender(&x->f, 1, 2);
+    calls_init(calls, n);
+    varlog_record_t one = cf_record("0123456789abcdef");
+    for (int i = 0; i < max; i++)
+        assert_int_equal(varlog_appender_append(x->app, &one, 1, 0, gated_cb, &calls[i]),
+                         VARLOG_OK);
+    assert_true(gate_wait_entered(&x->g, 1, cf_wait_bound_ms()));
+    return b;
+}
+
 /* Appender A takes the whole client-wide bound (8 records in two full batches, its first
  * callback held at the gate), which its own bound (8) allows: appender B, with nothing of
  * its own pending, is refused at once with timeout 0, naming the client-wide bound, and
@@ -58,15 +77,9 @@ static void test_client_bound_across_appenders(void **state)
 {
     (void)state;
     fixture_t x;
-    fx_start(&x, 2, 1, "appender.queue.max.records", "8", "appender.client.queue.max.records", "8",
-             "appender.batch.max.records", "4", "appender.linger.ms", "60000", NULL);
-    varlog_appender_t *a = x.app, *b = new_appender(&x.f, 1, 2);
     call_t calls[10];
-    calls_init(calls, 10);
+    varlog_appender_t *b = start_a_holding_bound(&x, 8, calls, 10), *a = x.app;
     varlog_record_t one = cf_record("0123456789abcdef");
-    for (int i = 0; i < 8; i++)
-        assert_int_equal(varlog_appender_append(a, &one, 1, 0, gated_cb, &calls[i]), VARLOG_OK);
-    assert_true(gate_wait_entered(&x.g, 1, cf_wait_bound_ms()));
     assert_int_equal(budget_records(x.f.client), 8);
 
     assert_int_equal(varlog_appender_append(b, &one, 1, 0, gated_cb, &calls[8]),
@@ -197,15 +210,8 @@ static void test_client_bound_wakeup_before_sleep(void **state)
 {
     (void)state;
     fixture_t x;
-    fx_start(&x, 2, 1, "appender.queue.max.records", "8", "appender.client.queue.max.records", "8",
-             "appender.batch.max.records", "4", "appender.linger.ms", "60000", NULL);
-    varlog_appender_t *a = x.app, *b = new_appender(&x.f, 1, 2);
     call_t calls[9];
-    calls_init(calls, 9);
-    varlog_record_t one = cf_record("0123456789abcdef");
-    for (int i = 0; i < 8; i++)
-        assert_int_equal(varlog_appender_append(a, &one, 1, 0, gated_cb, &calls[i]), VARLOG_OK);
-    assert_true(gate_wait_entered(&x.g, 1, cf_wait_bound_ms()));
+    varlog_appender_t *b = start_a_holding_bound(&x, 8, calls, 9);
     g_hold_gate = &x.g;
     atomic_store(&g_hold_done, false);
     atomic_store(&g_hold_wait, true);
@@ -512,15 +518,8 @@ static void test_client_bound_waiter_woken_by_close(void **state)
 {
     (void)state;
     fixture_t x;
-    fx_start(&x, 2, 1, "appender.queue.max.records", "4", "appender.client.queue.max.records", "4",
-             "appender.batch.max.records", "4", "appender.linger.ms", "60000", NULL);
-    varlog_appender_t *a = x.app, *b = new_appender(&x.f, 1, 2);
     call_t calls[5];
-    calls_init(calls, 5);
-    varlog_record_t one = cf_record("0123456789abcdef");
-    for (int i = 0; i < 4; i++)
-        assert_int_equal(varlog_appender_append(a, &one, 1, 0, gated_cb, &calls[i]), VARLOG_OK);
-    assert_true(gate_wait_entered(&x.g, 1, cf_wait_bound_ms()));
+    varlog_appender_t *b = start_a_holding_bound(&x, 4, calls, 5), *a = x.app;
     flagged_waiter_t f = {
         .w = {.app = b, .call = &calls[4], .timeout_ms = -1, .rc = VARLOG_ERR_INTERNAL}};
     atomic_init(&f.returned, false);
