@@ -145,7 +145,11 @@ static const conf_property_t props[] = {
     INT_PROP("appender.queue.max.bytes", appender_queue_max_bytes, "67108864", 1, INT64_MAX,
              "bytes",
              "Most payload bytes a pipelined appender holds, counted as "
-             "appender.queue.max.records."),
+             "appender.queue.max.records. A producer that outruns the log keeps it full, and "
+             "producers that waited go on once a quarter of it is free: keep it well above what "
+             "the pipelines hold (log streams x (appender.pipeline.depth + 1) x a batch's bytes), "
+             "or some of them run short and each record costs more CPU (docs/"
+             "BENCHMARKS-CLUSTER.md, \"The queue's bound against RSS\")."),
     INT_PROP("appender.threads", appender_threads, "0", 0, 64, "threads",
              "0 (the default): each pipelined appender has a thread of its own, which sends its "
              "batches, completes its Append streams and runs its callbacks. N: the client's "
