@@ -436,14 +436,10 @@ cmd_start() {
     local t0
     t0=$(now_ms)
     start_mr 1 0
-    local adm_args=()
-    for ((k = 1; k <= MRS; k++)); do adm_args+=(--mr "${mr_addrs[k - 1]}"); done
-    ((AUTO_UNSEAL)) && adm_args+=(--auto-unseal)
-    launch "$LOGS/admin.log" "$VARLOG_BIN/varlogadm" start --cluster-id "$VARLOG_CLUSTER_ID" \
-        --replication-factor "$RF" --listen "$VARLOG_ADMIN_ADDR" "${adm_args[@]}" --logtostderr
-    VARLOG_ADMIN_PID=$STARTED_PID
-    save_env
-    wait_port "$VARLOG_ADMIN_PID" "${VARLOG_ADMIN_ADDR##*:}" varlogadm "$LOGS/admin.log"
+    # varlogadm v0.30 with --auto-unseal can panic in a log stream add (admin.go's
+    # waitUnsealed reads the new log stream from a metadata view that may not have it yet):
+    # it adds them without the flag and restarts with it below.
+    start_admin 0
     for ((k = 2; k <= MRS; k++)); do
         start_mr "$k" 1 0
         local raft_v=VARLOG_MR_${k}_RAFT addr_v=VARLOG_MR_${k}_ADDR pid_v=VARLOG_MR_${k}_PID
@@ -473,6 +469,12 @@ cmd_start() {
         save_env
         add_log_streams "$tpid" "$LSS"
     done
+    if ((AUTO_UNSEAL)); then
+        kill -TERM "$VARLOG_ADMIN_PID" 2>/dev/null || true
+        wait_gone "$VARLOG_ADMIN_PID" $((TERM_TIMEOUT * 1000)) ||
+            die "varlogadm did not exit within $TERM_TIMEOUT s of SIGTERM (restarting it with --auto-unseal)"
+        start_admin 1
+    fi
     VARLOG_READY=1
     save_env
     trap - EXIT
@@ -495,6 +497,18 @@ add_log_stream() {
     [[ $tpid == "$VARLOG_TOPIC_ID" ]] && VARLOG_LOG_STREAMS=${!v}
     save_env
     echo "$lsid"
+}
+
+# Starts varlogadm against the MRs, with --auto-unseal when $1 is 1, and waits until it listens.
+start_admin() {
+    local adm_args=() k
+    for ((k = 1; k <= MRS; k++)); do adm_args+=(--mr "${mr_addrs[k - 1]}"); done
+    (($1)) && adm_args+=(--auto-unseal)
+    launch "$LOGS/admin.log" "$VARLOG_BIN/varlogadm" start --cluster-id "$VARLOG_CLUSTER_ID" \
+        --replication-factor "$RF" --listen "$VARLOG_ADMIN_ADDR" "${adm_args[@]}" --logtostderr
+    VARLOG_ADMIN_PID=$STARTED_PID
+    save_env
+    wait_port "$VARLOG_ADMIN_PID" "${VARLOG_ADMIN_ADDR##*:}" varlogadm "$LOGS/admin.log"
 }
 
 # Adds n log streams to topic $1, up to --ls-parallel calls at once, and records them in
