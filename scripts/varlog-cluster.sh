@@ -34,7 +34,8 @@ Commands:
                                 (about 0.4 s each once many are in flight; the whole
                                 start 13, 20 and 105 s); J 1 adds them one at a time,
                                 as before
-              --auto-unseal     varlogadm --auto-unseal
+              --auto-unseal     varlogadm --auto-unseal (from once the log streams are added:
+                                v0.30's can panic in an add)
               --owner-pid PID   stop everything when process PID exits (a supervisor
                                 polls it every second; covers SIGKILL of the owner)
               --sn-arg ARG      extra varlogsn argument (repeatable), e.g.
