@@ -8,8 +8,8 @@
  *       no library around them; the least any client built on gRPC core can spend.
  *
  *   bench_server_append [-server PATH | -inproc | -mr HOST:PORT[,...]] [-topic ID]
- *                       [-logstream ID] [-size BYTES] [-rate R] [-benchtime=D|Nx] [-count=N]
- *                       [-bench=REGEX] [FILTER]   (see harness.h)
+ *                       [-logstream ID] [-size BYTES] [-rate R] [-hold MIB] [-benchtime=D|Nx]
+ *                       [-count=N] [-bench=REGEX] [FILTER]   (see harness.h)
  *
  * By default each benchmark (and each -count repetition) starts a fresh varlog-server as a
  * child process (PATH, default the one built beside this program), so that the server's CPU
@@ -23,6 +23,12 @@
  * bench/side-by-side.py uses 128). -rate R: the AppendFloor rows send R requests per second
  * (named .../rate=R), the thread waiting in its completion queue between them, as a client
  * paced by its producers would: the floor under a trickle (side-by-side.py's trickle row).
+ * -hold MIB: the AppendFloor rows (named .../hold=MIBMiB) copy each request into the next
+ * place of a ring of MIB MiB and send it from there, the place given back when the request
+ * is answered (a send waits for the next place): the floor of a client that copies its
+ * records' bytes and keeps them for a retry until the answer, as the appender does in its
+ * queue (bench/scale.py's "held" floor, with appender.queue.max.bytes's 64 MiB). The ring
+ * bounds the requests in flight, as the appender's queue bound does.
  *
  * -logstream 0 (only with -mr): every log stream of the topic, the floor under bench_append's
  * topic-wide appender (its -logstream 0), which spreads its batches over the K log streams,
@@ -96,6 +102,7 @@ static int32_t *topic_ls;                       /* with -logstream 0: their ids,
 static size_t n_topic_ls;
 static size_t floor_size = 100;
 static int32_t floor_rate; /* -rate: AppendFloor requests per second, 0 = as fast as it can */
+static size_t floor_hold;  /* -hold: bytes of the ring AppendFloor copies requests into, 0 = none */
 
 /* A completion's tag is its stream's address plus one of these (see stream_t). */
 enum { T_START, T_STATUS, T_SEND, T_RECV };
@@ -111,6 +118,9 @@ typedef struct stream {
     grpc_status_code code;
     grpc_slice details;
     grpc_slice request; /* the whole encoded AppendRequest, shared by every send */
+    /* -hold: the ring places of its unanswered requests, oldest first (answers come in
+     * order on a stream); depth of them at most. */
+    size_t *held, held_first;
     grpc_byte_buffer *send_bb, *recv_bb;
     bool send_busy, recv_busy;
     long unanswered; /* requests sent and not answered: at most the case's depth */
@@ -131,6 +141,11 @@ typedef struct env {
     grpc_channel **ch;         /* n_ch, one per distinct address */
     size_t k, n_ch, last;      /* last: the stream the last request went to */
     bool exact;                /* our own server: GLSNs and LLSNs known in advance */
+    /* -hold: floor_hold bytes in places of one request each, taken in turn and given back
+     * when their request is answered; a send waits for the next place to be free. */
+    uint8_t *ring;
+    bool *place_busy;
+    size_t places, place_next;
 } env_t;
 
 /* ---- the request and the response ------------------------------------------------------- */
@@ -239,9 +254,23 @@ static bool arm_recv(stream_t *s)
     return s->recv_busy;
 }
 
-static bool send_one(stream_t *s)
+/* With -hold the request is first copied into the ring's next place and sent from there:
+ * the copy a client that takes its records' bytes makes, into memory it keeps until the
+ * answer (for a retry) and that a queue's worth of requests wrote before. */
+static bool send_one(env_t *e, stream_t *s)
 {
-    s->send_bb = grpc_raw_byte_buffer_create(&s->request, 1);
+    if (e->ring) {
+        size_t len = GRPC_SLICE_LENGTH(s->request), place = e->place_next;
+        uint8_t *at = e->ring + place * len;
+        memcpy(at, GRPC_SLICE_START_PTR(s->request), len);
+        e->place_busy[place] = true;
+        e->place_next = (place + 1) % e->places;
+        s->held[(s->held_first + (size_t)s->unanswered) % (size_t)e->c->depth] = place;
+        grpc_slice held = grpc_slice_from_static_buffer(at, len);
+        s->send_bb = grpc_raw_byte_buffer_create(&held, 1);
+    } else {
+        s->send_bb = grpc_raw_byte_buffer_create(&s->request, 1);
+    }
     grpc_op op;
     memset(&op, 0, sizeof(op));
     op.op = GRPC_OP_SEND_MESSAGE;
@@ -299,7 +328,7 @@ static stream_t *stream_with_room(env_t *e)
     for (size_t j = 1; j <= e->k; j++) {
         stream_t *s = &e->s[(e->last + j) % e->k];
         if (!s->send_busy && s->unanswered < e->c->depth)
-            return s;
+            return e->ring && e->place_busy[e->place_next] ? NULL : s;
     }
     return NULL;
 }
@@ -326,6 +355,10 @@ static bool take_response(bench_b_t *b, env_t *e, stream_t *s, grpc_byte_buffer 
         return false;
     }
     s->unanswered--;
+    if (e->ring) {
+        e->place_busy[s->held[s->held_first]] = false;
+        s->held_first = (s->held_first + 1) % (size_t)e->c->depth;
+    }
     if (!arm_recv(s)) {
         b_failf(b, "receive refused");
         return false;
@@ -350,7 +383,7 @@ static bool run_requests(env_t *e, bench_b_t *b, long n)
             due_in = per_ns > 0 ? t0 + (int64_t)(per_ns * (double)sent) - bench_now_ns() : 0;
             if (due_in > 0)
                 break;
-            if (!send_one(s)) {
+            if (!send_one(e, s)) {
                 b_failf(b, "send refused");
                 return false;
             }
@@ -448,9 +481,12 @@ static void env_teardown(void *ctx)
         grpc_metadata_array_destroy(&s->trailing);
         grpc_slice_unref(s->details);
         grpc_slice_unref(s->request);
+        free(s->held);
     }
     free(e->s);
     free(e->ch);
+    free(e->ring);
+    free(e->place_busy);
     child_server_stop(e->pid);
     varlog_server_destroy(e->srv);
     wire_grpc_unref();
@@ -474,6 +510,32 @@ static int cluster_targets(env_t *e)
     return rc;
 }
 
+/* -hold: the ring and its places (every stream's request has the same length), its pages
+ * touched before the clock starts (an appender's queue is as warm after its first round);
+ * 0, or -1 after a message on stderr. */
+static int hold_open(env_t *e)
+{
+    size_t len = GRPC_SLICE_LENGTH(e->s[0].request);
+    e->places = floor_hold / len;
+    if (e->places == 0) {
+        fprintf(stderr, "-hold: %zu bytes cannot hold one request of %zu\n", floor_hold, len);
+        return -1;
+    }
+    e->ring = malloc(e->places * len);
+    e->place_busy = calloc(e->places, sizeof(*e->place_busy));
+    for (size_t i = 0; i < e->k; i++) {
+        e->s[i].held = calloc((size_t)e->c->depth, sizeof(*e->s[i].held));
+        if (!e->s[i].held)
+            break;
+    }
+    if (!e->ring || !e->place_busy || !e->s[e->k - 1].held) {
+        fprintf(stderr, "-hold %zu: out of memory\n", floor_hold);
+        return -1;
+    }
+    memset(e->ring, 0, e->places * len);
+    return 0;
+}
+
 /* The streams' log streams and requests, their servers' addresses (a fresh server, or with
  * -mr the cluster's storage nodes), then the streams; 0, or -1 after a message on stderr. */
 static int env_open(env_t *e)
@@ -494,6 +556,8 @@ static int env_open(env_t *e)
     }
     e->last = e->k - 1; /* the first request goes to the first stream */
     e->exact = !cluster_address;
+    if (e->c->floor && floor_hold > 0 && hold_open(e) != 0)
+        return -1;
     if (cluster_address) {
         if (cluster_targets(e) != 0)
             return -1;
@@ -599,6 +663,14 @@ static bool take_own_flags(int *argc, char **argv)
         if (bench_target_flag(*argc, argv, &i, &target, &ok)) {
             if (!ok)
                 return false;
+        } else if (bench_flag(*argc, argv, &i, "hold", true, &v)) {
+            int32_t mib = 0;
+            if (!v || !bench_parse_int(argv[0], "hold", v, 1, &mib)) {
+                if (!v)
+                    fprintf(stderr, "%s: -hold needs a value (MiB)\n", argv[0]);
+                return false;
+            }
+            floor_hold = (size_t)mib << 20;
         } else if (bench_flag(*argc, argv, &i, "rate", true, &v)) {
             if (!v || !bench_parse_int(argv[0], "rate", v, 1, &floor_rate)) {
                 if (!v)
@@ -659,9 +731,11 @@ int main(int argc, char **argv)
     if (log_stream_id == 0 && !list_topic())
         return 1;
     signal(SIGPIPE, SIG_IGN);
-    char ls_tag[32] = "", rate_tag[32] = "";
+    char ls_tag[32] = "", rate_tag[32] = "", hold_tag[32] = "";
     if (log_stream_id == 0)
         snprintf(ls_tag, sizeof(ls_tag), "/ls=%zu", n_topic_ls);
+    if (floor_hold > 0)
+        snprintf(hold_tag, sizeof(hold_tag), "/hold=%zuMiB", floor_hold >> 20);
     if (floor_rate > 0)
         snprintf(rate_tag, sizeof(rate_tag), "/rate=%d", floor_rate);
     static bcase_t cases[N_SERVER_CASES + N_FLOOR_CASES];
@@ -680,6 +754,7 @@ int main(int argc, char **argv)
         snprintf(c->name, sizeof(c->name), "AppendFloor/size=%zu/batch=%d/depth=%d", c->size,
                  floor_shapes[i].batch, c->depth);
         name_add(c->name, sizeof(c->name), ls_tag);
+        name_add(c->name, sizeof(c->name), hold_tag);
         name_add(c->name, sizeof(c->name), rate_tag);
     }
     for (size_t i = 0; i < n; i++)

@@ -35,6 +35,11 @@ in an order reversed from round to round:
             size, D in flight per log stream) on bare gRPC-core Append streams to every log
             stream's primary, one thread, no library: what gRPC core and the kernel cost any
             client for them. Once per (k, size) and round, as Go.
+  held      the floor with -hold --hold-mib: each request first copied into the next place
+            of a ring of that many MiB (64, appender.queue.max.bytes's default) and sent from
+            there, the place given back when the request is answered: the copy any client
+            that takes its records' bytes and keeps them for a retry makes, into memory a
+            queue's worth of requests wrote before. Once per (k, size) and round, as Go.
 Reads (k of --read-ks): the topic is first filled to --read-entries entries (bench_subscribe
 fills the shortfall with a topic-wide appender, 100-byte records; what the writes stored
 counts); then, per round:
@@ -122,6 +127,8 @@ def append_row(args, prog, flags, row, out):
 def c_write(args, cluster, shape, size, producers, out):
     flags = cluster_flags(cluster) + ["-size", str(size), "-producers", str(producers),
                                       f"-benchtime={args.benchtime}"]
+    for kv in args.c_conf:
+        flags += ["-X", kv]
     call = ""
     if shape == "call":
         flags += ["-call", str(args.batch)]
@@ -152,13 +159,18 @@ def go_write(args, cluster, size, out):
     return run_go(args, cluster, extra, "append", out, size=size, who=WHO)
 
 
-def floor_write(args, cluster, size, out):
+def floor_write(args, cluster, size, out, held=False):
     """bench_server_append's AppendFloor over every log stream: the same requests on bare
-    gRPC-core streams, one thread, no library (no producer, no copy, no callback)."""
+    gRPC-core streams, one thread, no library (no producer, no callback; no copy, or with
+    held one copy of each request into a ring of --hold-mib)."""
     flags = cluster_flags(cluster) + ["-logstream", "0", "-size", str(size),
                                       f"-benchtime={args.benchtime}"]
+    hold = ""
+    if held:
+        flags += ["-hold", str(args.hold_mib)]
+        hold = f"/hold={args.hold_mib}MiB"
     row = (f"-bench=^BenchmarkAppendFloor/size={size}/batch={args.batch}/depth={args.depth}"
-           f"/ls={len(cluster.log_streams)}$")
+           f"/ls={len(cluster.log_streams)}{hold}$")
     return append_row(args, "bench_server_append", flags, row, out)
 
 
@@ -171,29 +183,30 @@ WRITE_SHAPES = ("topic", "call", "perls", "shared", "ref")
 
 def write_rounds(args, cluster, k, out, results):
     """results[(k, size, producers)]: one dict per round, {"topic", "call", "perls", "shared",
-    "go", "floor"}."""
+    "go", "floor", "held"}."""
     shapes = [s for s in WRITE_SHAPES if s in args.shapes.split(",")]
     for rnd in range(args.rounds):
         for size in ints(args.sizes):
-            steps = [("go", None), ("floor", None)] + [(s, p) for p in ints(args.producers)
+            steps = [("go", None), ("floor", None), ("held", None)] + [(s, p) for p in ints(args.producers)
                                                        for s in shapes]
             if rnd % 2:
                 steps.reverse()
             got = {}
             for who, p in steps:
                 log(f"{WHO}: k={k} round {rnd + 1}/{args.rounds}: write {size} B "
-                    + ("Go" if who == "go" else f"C {who} producers={p}"))
+                    + ({"go": "Go", "floor": "floor", "held": "floor held"}.get(who)
+                       or f"C {who} producers={p}"))
                 if who == "go":
                     got["go"] = go_write(args, cluster, size, out)
-                elif who == "floor":
-                    got["floor"] = floor_write(args, cluster, size, out)
+                elif who in ("floor", "held"):
+                    got[who] = floor_write(args, cluster, size, out, held=who == "held")
                 else:
                     got[(who, p)] = c_write(args, cluster, who, size, p, out)
                 out.flush()
             for p in ints(args.producers):
                 results.setdefault((k, size, p), []).append(
                     dict({s: got.get((s, p)) for s in WRITE_SHAPES if s in shapes},
-                         go=got.get("go"), floor=got.get("floor")))
+                         go=got.get("go"), floor=got.get("floor"), held=got.get("held")))
 
 
 # ---- reads ------------------------------------------------------------------------------
@@ -382,6 +395,17 @@ def write_table(results, args):
         ("C calls/floor", w_ratio("call", "floor", cpu)), ("floor/Go", w_ratio("floor", "go", cpu)),
         ("C topic/Go", w_ratio("topic", "go", cpu)), ("C calls/Go", w_ratio("call", "go", cpu)),
         ("records/s C calls", w_med("call", rate)), ("floor", w_med("floor", rate))], rows)
+    lines += ["", f"The floor held (the same, each request first copied into a ring of "
+              f"{args.hold_mib} MiB, as the appender's queue bound, and kept there until its answer: "
+              "the least a client that copies its records spends) against C and Go:", ""]
+    lines += md_table(W_KEYS + [
+        ("CPU µs/record C topic", w_med("topic", cpu)), ("C calls of B", w_med("call", cpu)),
+        ("floor held", w_med("held", cpu)), ("floor", w_med("floor", cpu)),
+        ("Go", w_med("go", cpu)), ("held/floor", w_ratio("held", "floor", cpu)),
+        ("held/Go", w_ratio("held", "go", cpu)), ("C topic/held", w_ratio("topic", "held", cpu)),
+        ("C calls/held", w_ratio("call", "held", cpu)),
+        ("records/s floor held", w_med("held", rate)),
+        ("max RSS MB floor held", w_med("held", "rss_mb", 0))], rows)
     if "ref" in ran:
         lines += ["", "The topic-wide appender with varlog_appender_append_ref (C ref: the records' "
                   "bytes sent from where they are, every record the same bytes as in Go's benchmark) "
@@ -450,7 +474,7 @@ def per_round(writes, reads, handles):
         for i, r in enumerate(rs):
             lines.append(f"write k={k} {size} B P={p} round {i + 1}  "
                          + "  ".join(f"{w}: {cell(r[w], 'record')}"
-                                     for w in WRITE_SHAPES + ("go", "floor") if w in r))
+                                     for w in WRITE_SHAPES + ("go", "floor", "held") if w in r))
     for (form, k), rs in sorted(reads.items()):
         for i, r in enumerate(rs):
             lines.append(f"read {form} k={k} round {i + 1}  "
@@ -474,7 +498,9 @@ def parse_args():
                     help="the unpacked Varlog binaries (default $VARLOG_BIN, build-varlog-bin "
                     "if it exists, else what `scripts/varlog-cluster.sh bin` unpacks)")
     ap.add_argument("--cluster-env", help="run everything against the running cluster this "
-                    "file describes (at its k), instead of starting clusters")
+                    "file describes (at its k), instead of starting clusters; a part whose "
+                    "option is set empty is left out (--write-ks '', --read-ks '', "
+                    "--handles-k 0)")
     ap.add_argument("--sn-arg", action="append", default=[],
                     help="an extra varlogsn argument (repeatable)")
     ap.add_argument("--rounds", type=int)
@@ -488,6 +514,11 @@ def parse_args():
                     help="C write shapes to run, of " + ",".join(WRITE_SHAPES) + " (all)")
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--depth", type=int, default=8)
+    ap.add_argument("--c-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a configuration property of every C write shape (bench_append -X; "
+                    "repeatable), e.g. appender.queue.max.bytes=50331648")
+    ap.add_argument("--hold-mib", type=int, default=64,
+                    help="the held floor's ring, MiB (64: appender.queue.max.bytes's default)")
     ap.add_argument("--benchtime", help=f"bench_append's -benchtime ({FULL['benchtime']})")
     ap.add_argument("--go-seconds", type=int, help=f"Go's --duration ({FULL['go_seconds']})")
     ap.add_argument("--report-interval", help="Go's --report-interval "
@@ -566,7 +597,10 @@ def main():
                 if k is None:
                     cluster = cluster_bench.Cluster(args, WHO, cluster_env=args.cluster_env)
                     k = len(cluster.log_streams)
-                    do = {"write", "read", "handles"} | ({"exact"} if exact_k else set())
+                    # Each part unless its option is set empty (--read-ks "", --handles-k 0).
+                    do = (({"write"} if write_ks else set()) | ({"read"} if read_ks else set())
+                          | ({"handles"} if handles_k else set())
+                          | ({"exact"} if exact_k else set()))
                 else:
                     cluster = cluster_bench.Cluster(args, WHO, sns=SNS, rf=RF, log_streams=k)
                     starts.append((k, cluster.start_seconds))
@@ -606,7 +640,9 @@ def main():
                      f"(whole check {e['seconds']:.0f} s; " + "; ".join(e["lines"]) + ")")
     quick = " (--quick: a smoke run, not a measurement)" if args.quick else ""
     note = (f"Medians of {args.rounds} round(s){quick}"
-            f"; batch {args.batch}, depth {args.depth}; Go's --subscribe-size "
+            f"; batch {args.batch}, depth {args.depth}"
+            + "".join(f"; C writes with {kv}" for kv in args.c_conf)
+            + f"; held floor {args.hold_mib} MiB; Go's --subscribe-size "
             f"{args.go_subscribe_size}"
             + (f"; clusters: {SNS} storage nodes, RF {RF}" if starts else "")
             + "".join(f"; k={k} started in {s:.0f} s" for k, s in starts)
