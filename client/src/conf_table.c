@@ -141,7 +141,10 @@ static const conf_property_t props[] = {
              "The transmit queue grows to hold them, up to this / appender.batch.max.records "
              "batches (at most 4096) beyond its initial ones, and gives back the added batch "
              "slots that stay free for a second. appender.client.queue.max.records bounds all "
-             "the appenders of a client together."),
+             "the appenders of a client together. A record held costs about 110 bytes beside "
+             "its payload: a producer that outruns the log keeps 100,000 records of 128 B in "
+             "24 MB (50,000 in 12, at a few per cent more CPU per record on an 8-log-stream "
+             "topic)."),
     INT_PROP("appender.queue.max.bytes", appender_queue_max_bytes, "67108864", 1, INT64_MAX,
              "bytes",
              "Most payload bytes a pipelined appender holds, counted as "
@@ -149,7 +152,9 @@ static const conf_property_t props[] = {
              "producers that waited go on once a quarter of it is free: keep it well above what "
              "the pipelines hold (log streams x (appender.pipeline.depth + 1) x a batch's bytes), "
              "or some of them run short and each record costs more CPU (docs/"
-             "BENCHMARKS-CLUSTER.md, \"The queue's bound against RSS\")."),
+             "BENCHMARKS-CLUSTER.md, \"The queue's bound against RSS\"). On an 8-log-stream "
+             "topic with depth 8 and 4 KiB records, 48 MiB cost the CPU of 64 MiB and 60 "
+             "instead of 77 MB of RSS."),
     INT_PROP("appender.threads", appender_threads, "0", 0, 64, "threads",
              "0 (the default): each pipelined appender has a thread of its own, which sends its "
              "batches, completes its Append streams and runs its callbacks. N: the client's "
@@ -184,7 +189,9 @@ static const conf_property_t props[] = {
              "Entries a subscription buffers per log stream before it stops receiving from "
              "that log stream's storage node (gRPC's flow control then holds the node back). "
              "With subscribe.prefetch.bytes it bounds a subscription's memory whatever its "
-             "range."),
+             "range, beside what gRPC itself holds in each stream's HTTP/2 window, which it "
+             "sizes from the connection's measured bandwidth-delay product (docs/"
+             "ARCHITECTURE.md, \"Subscriptions\")."),
     INT_PROP("subscribe.prefetch.bytes", subscribe_prefetch_bytes, "4194304", 0, INT64_MAX, "bytes",
              "Received bytes a subscription buffers per log stream, as "
              "subscribe.prefetch.entries; an entry larger than this still gets through, alone. "
