@@ -115,7 +115,8 @@ varlog_err_t varlog_admin_new(const char *address, const varlog_conf_t *conf, va
                           .debug = conf->debug_contexts,
                           .cb = conf->log_cb,
                           .opaque = conf->log_opaque};
-    rpc_client_opts_t opts = {.reconnect_backoff_max_ms = conf->reconnect_backoff_max_ms};
+    rpc_client_opts_t opts = {.reconnect_backoff_max_ms = conf->reconnect_backoff_max_ms,
+                              .fixed_windows = !conf->grpc_bdp_probe};
     varlog_conf_destroy(defaults);
     varlog_err_t err = rpc_client_new_opts(&opts, &a->rpc);
     if (err != VARLOG_OK) {

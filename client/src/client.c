@@ -313,7 +313,8 @@ varlog_err_t varlog_client_new(varlog_conf_t **conf, varlog_client_t **out, char
               : errtext_set(VARLOG_ERR_NOMEM, "out of memory for the statistics");
     if (err == VARLOG_OK)
         err = split_seeds(c, c->conf->metadata_addresses ? c->conf->metadata_addresses : "");
-    rpc_client_opts_t rpc_opts = {.reconnect_backoff_max_ms = c->conf->reconnect_backoff_max_ms};
+    rpc_client_opts_t rpc_opts = {.reconnect_backoff_max_ms = c->conf->reconnect_backoff_max_ms,
+                                  .fixed_windows = !c->conf->grpc_bdp_probe};
     if (err == VARLOG_OK && (err = rpc_client_new_opts(&rpc_opts, &c->rpc)) != VARLOG_OK)
         errtext_set(err, "could not start the gRPC client: %s", varlog_err_str(err));
     if (err == VARLOG_OK)

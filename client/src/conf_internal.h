@@ -56,6 +56,7 @@ struct varlog_conf {
     int64_t reconnect_backoff_max_ms;
     int64_t channel_unlisted_grace_ms;
     bool absl_deadlock_detection; /* false: varlog_client_new turns it off, process-wide */
+    bool grpc_bdp_probe;          /* false: 64 KiB HTTP/2 receive windows (rpc fixed_windows) */
     varlog_log_level_t log_level;
     unsigned debug_contexts; /* set of varlog_log_ctx_t bits */
     varlog_log_cb *log_cb;   /* NULL = stderr */

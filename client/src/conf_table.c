@@ -291,6 +291,17 @@ static const conf_property_t props[] = {
               "process, once (the first client with false does; nothing turns it on again), "
               "as a release build of abseil has it. true: the client leaves it alone, for an "
               "application that wants abseil to report lock-order inversions."),
+    BOOL_PROP("grpc.bdp.probe", grpc_bdp_probe, "true",
+              "Whether gRPC sizes each stream's HTTP/2 receive window from its estimate of the "
+              "connection's bandwidth-delay product (its BDP probe). The window is what a "
+              "storage node may send ahead of what the client has taken: a topic-wide reader "
+              "slower than the nodes holds about a window per log stream in gRPC, beside "
+              "subscribe.prefetch.*, and gRPC grows it from the data's flow, not from the "
+              "reader's memory (4 KiB entries as fast as they could be read: 278 MB of RSS "
+              "over 8 log streams, 571 over 32, Go's reader 61 and 67). false: the windows "
+              "stay at 64 KiB, and the same reads held 33-34 MB at 1.5 times the CPU per entry "
+              "and 0.65 times the rate (docs/BENCHMARKS-CLUSTER.md, \"Sixth step\"). Every "
+              "connection of the client; appends cost the same either way."),
     INT_PROP("channel.unlisted.grace.ms", channel_unlisted_grace_ms, "60000", 0, 86400000, MS,
              "How long a cached connection to an address that the metadata no longer lists "
              "(nor metadata.addresses, nor the metadata repository member in use) is kept "

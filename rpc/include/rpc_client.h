@@ -275,6 +275,11 @@ void rpc_poller_destroy(rpc_poller_t *p);
 
 typedef struct rpc_client_opts {
     int64_t reconnect_backoff_max_ms; /* <= 0: RPC_RECONNECT_BACKOFF_MAX_DEFAULT_MS */
+    /* gRPC's BDP probe off (grpc.http2.bdp_probe 0): every stream's HTTP/2 receive window
+     * stays at 64 KiB instead of growing with gRPC's estimate of the connection's
+     * bandwidth-delay product, which bounds what a stream whose receives wait holds in
+     * gRPC, at more CPU per received byte (WINDOW_UPDATEs every few frames). */
+    bool fixed_windows;
 } rpc_client_opts_t;
 
 /* As rpc_client_new (which uses the defaults), with options (NULL = defaults). Errors as

@@ -183,8 +183,9 @@ static void channel_entry_free(struct rpc_channel_entry *e)
 }
 
 /* The channel arguments of one client: wire's client arguments followed by the reconnect
- * backoff, in memory the client owns (the keys are static strings). */
-static bool channel_args_init(grpc_channel_args *out, int64_t backoff_max_ms)
+ * backoff (and the BDP probe's switch with fixed_windows), in memory the client owns (the keys
+ * are static strings). */
+static bool channel_args_init(grpc_channel_args *out, int64_t backoff_max_ms, bool fixed_windows)
 {
     const grpc_channel_args *base = wire_channel_args(WIRE_ARGS_CLIENT);
     if (backoff_max_ms <= 0)
@@ -194,7 +195,7 @@ static bool channel_args_init(grpc_channel_args *out, int64_t backoff_max_ms)
     int64_t initial = RPC_RECONNECT_BACKOFF_INITIAL_MS < backoff_max_ms
                           ? RPC_RECONNECT_BACKOFF_INITIAL_MS
                           : backoff_max_ms;
-    size_t n = base->num_args + 2;
+    size_t n = base->num_args + 2 + (fixed_windows ? 1 : 0);
     grpc_arg *args = calloc(n, sizeof(*args));
     if (!args)
         return false;
@@ -205,6 +206,9 @@ static bool channel_args_init(grpc_channel_args *out, int64_t backoff_max_ms)
     args[base->num_args + 1] = (grpc_arg){.type = GRPC_ARG_INTEGER,
                                           .key = (char *)GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                                           .value.integer = (int)backoff_max_ms};
+    if (fixed_windows)
+        args[base->num_args + 2] = (grpc_arg){
+            .type = GRPC_ARG_INTEGER, .key = (char *)GRPC_ARG_HTTP2_BDP_PROBE, .value.integer = 0};
     out->num_args = n;
     out->args = args;
     return true;
@@ -223,7 +227,8 @@ varlog_err_t rpc_client_new_opts(const rpc_client_opts_t *opts, rpc_client_t **o
     rpc_client_t *c = calloc(1, sizeof(*c));
     if (!c)
         return VARLOG_ERR_NOMEM;
-    if (!channel_args_init(&c->channel_args, opts ? opts->reconnect_backoff_max_ms : 0)) {
+    if (!channel_args_init(&c->channel_args, opts ? opts->reconnect_backoff_max_ms : 0,
+                           opts && opts->fixed_windows)) {
         free(c);
         return VARLOG_ERR_NOMEM;
     }

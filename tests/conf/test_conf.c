@@ -81,6 +81,7 @@ static const struct prop_case cases[] = {
     {"reconnect.backoff.max.ms", "1000", "120000", "1s", "99", "120001", "[100, 120000]"},
     {"channel.unlisted.grace.ms", "60000", "0", "1m", "-1", "86400001", "[0, 86400000]"},
     {"grpc.absl.deadlock.detection", "false", "true", "sometimes", NULL, NULL, NULL},
+    {"grpc.bdp.probe", "true", "false", "off-ish", NULL, NULL, NULL},
     {"stats.interval.ms", "0", "1000", "1s", "-1", "86400001", "[0, 86400000]"},
     {"stats.latency", "true", "false", "often", NULL, NULL, NULL},
     {"stats.lag.timeout.ms", "1000", "250", "1s", "-1", "600001", "[0, 600000]"},
