@@ -37,8 +37,12 @@
  * entries and subscribe.prefetch.bytes bytes are buffered (plus the one being merged), which
  * is what a log stream can get ahead while the merge waits for another one. A consumer
  * slower than the writers stops the receives, and gRPC's flow control stops the storage
- * node. Entries are read in place from the received messages: nothing is copied and nothing
- * is allocated per entry by the library (gRPC allocates each message it receives).
+ * node once the stream's HTTP/2 window is full: gRPC holds up to that window per stream
+ * besides, and sizes it from its estimate of the connection's bandwidth-delay product
+ * (tens of MB per log stream for a slow reader of large entries); with the client property
+ * grpc.bdp.probe false it stays at 64 KiB, at more CPU per entry. Entries are read in
+ * place from the received messages: nothing is copied and nothing is allocated per entry by
+ * the library (gRPC allocates each message it receives).
  *
  * Failures: a log stream's stream that breaks (connection lost, node restarting, a
  * malformed message) is opened again, on the next replica, from the first GLSN not yet
