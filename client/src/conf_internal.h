@@ -38,6 +38,7 @@ struct varlog_conf {
     int64_t appender_threads;                  /* 0 = a thread per appender */
     int64_t subscribe_prefetch_entries;
     int64_t subscribe_prefetch_bytes;   /* 0 = entries only */
+    int64_t subscribe_window_bytes;     /* 0 = one range per stream */
     int64_t subscribe_retry_timeout_ms; /* -1 = for ever */
     int64_t subscribe_retries;          /* -1 = no bound in failures */
     int64_t subscribe_retry_backoff_ms;

@@ -196,6 +196,17 @@ static const conf_property_t props[] = {
              "Received bytes a subscription buffers per log stream, as "
              "subscribe.prefetch.entries; an entry larger than this still gets through, alone. "
              "0 bounds entries only."),
+    INT_PROP("subscribe.window.bytes", subscribe_window_bytes, "33554432", 0, INT64_MAX, "bytes",
+             "About how many bytes of entries a topic-wide subscription asks the storage nodes "
+             "for at a time: its streams ask for a range of GLSNs (this over the mean size of "
+             "the entries read lately, at least 64 per log stream) and, once the merge passed "
+             "it, for the next. What the nodes send ahead of a reader slower than them, and "
+             "gRPC holds in its HTTP/2 windows, is then at most a range's entries, however many "
+             "log streams the topic has (without it, about a window per log stream, which "
+             "gRPC sizes from the connection's bandwidth-delay product: tens of MB each on a "
+             "fast network). Each range costs a stream per log stream. 0: one range for the "
+             "whole subscription, bounded by gRPC's windows alone. Subscriptions of one log "
+             "stream have no window (varlog_subscribe_log_stream)."),
     INT_PROP("subscribe.retry.timeout.ms", subscribe_retry_timeout_ms, "60000", -1, 86400000, MS,
              "How long a log stream of a subscription may go without progress before its last "
              "failure ends the subscription. A log stream's outage begins when its stream "

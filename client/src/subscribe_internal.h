@@ -67,6 +67,7 @@ typedef struct sub_ls {
     struct sub_ls *work;    /* the consumer's copy of the news list */
     bool work_reopen;       /* the consumer's copy of reopen */
     rpc_stream_t *work_rpc; /* the consumer's copy of pending_rpc */
+    uint64_t work_end;      /* and of pending_end */
 
     /* The stall check's view of the stream's traffic: the notify hook counts what it saw,
      * and the periodic check, finding the count moved, stamps last_recv_ms (or the open
@@ -79,6 +80,7 @@ typedef struct sub_ls {
     bool queued;               /* on the subscription's list of log streams with news */
     bool reopen;               /* the retry's backoff passed: use pending_rpc, or open a stream */
     rpc_stream_t *pending_rpc; /* opened by the retry task, for the consumer to take */
+    uint64_t pending_end;      /* the end of the range pending_rpc asks for */
     struct sub_ls *next;       /* that list */
 } sub_ls_t;
 
@@ -90,6 +92,15 @@ struct varlog_subscription {
     int32_t topic_id;
     int32_t fixed_ls; /* SUB_BY_LLSN: its log stream */
     uint64_t begin, end;
+    /* The read window (GLSN order, subscribe.window.bytes > 0): every stream asks for the
+     * GLSNs below win_end only, so that what the storage nodes send ahead of a slow reader,
+     * and gRPC holds in its HTTP/2 windows, is at most the window's entries; once the merge
+     * passed win_end the streams are opened again for the next window (subscribe_window.c).
+     * 0: one range, [begin, end). win_end_pub: its copy for retry tasks. */
+    uint64_t win_end;
+    atomic_uint_fast64_t win_end_pub;
+    uint64_t windows;                      /* consumer: windows asked for */
+    uint64_t win_entries_at, win_bytes_at; /* consumer: n_entries, n_bytes as the last began */
     bool has_handlers;
     varlog_subscribe_handlers_t handlers;
     atomic_int refs; /* the handle, the thread, each retry task */
@@ -217,6 +228,19 @@ void sub_streams_done(varlog_subscription_t *sub);
 
 /* How often the consumer looks at the metadata and for stalls while it waits (ms). */
 int64_t sub_check_interval_ms(const varlog_subscription_t *sub);
+
+/* The end of the range the streams ask for now: the window's, or the subscription's. */
+static inline uint64_t sub_range_end(const varlog_subscription_t *sub)
+{
+    return sub->win_end ? sub->win_end : sub->end;
+}
+
+/* subscribe_window.c */
+
+/* Sets the next read window from the wanted GLSN: subscribe.window.bytes over the mean size
+ * of the entries read lately, at least 64 GLSNs per log stream, never past the
+ * subscription's end. Nothing in LLSN order or with subscribe.window.bytes 0. Consumer only. */
+void sub_window_set(varlog_subscription_t *sub, size_t n_log_streams);
 
 /* subscribe_wait.c */
 

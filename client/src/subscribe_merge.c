@@ -82,7 +82,7 @@ static void ls_notify(void *arg)
         pthread_cond_signal(&sub->wake);
 }
 
-static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
+static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
                               rpc_stream_t **out, char *why, size_t why_size);
 static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls);
 
@@ -112,13 +112,17 @@ static void retry_after(void *arg)
         return;
     rpc_stream_t *rpc = NULL;
     uint64_t from = resume_position(atomic_load_explicit(&sub->n_next, memory_order_relaxed), ls);
+    uint64_t end = atomic_load_explicit(&sub->win_end_pub, memory_order_relaxed);
+    if (end == 0)
+        end = sub->end;
     char why[128];
-    if (from < sub->end && open_call(sub, ls, from, &rpc, why, sizeof(why)) != VARLOG_OK)
+    if (from < end && open_call(sub, ls, from, end, &rpc, why, sizeof(why)) != VARLOG_OK)
         rpc = NULL;
     pthread_mutex_lock(&sub->mu);
     closing = sub->closing;
     if (!closing) {
         ls->pending_rpc = rpc;
+        ls->pending_end = end;
         ls->reopen = true;
         queue_news_locked(sub, ls);
     }
@@ -228,8 +232,9 @@ static void ls_failed(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err
 static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err)
 {
     if (err == VARLOG_ERR_END) {
-        ls->finished = true;
-        atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
+        ls->finished = true; /* of the window, if there is one */
+        if (sub_range_end(sub) >= sub->end)
+            atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
         close_stream(ls);
         return;
     }
@@ -244,10 +249,10 @@ static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t 
     ls_failed(sub, ls, err, msg);
 }
 
-/* Starts a stream of ls from position from on its current replica into *out. Runs on the
+/* Starts a stream of ls for positions [from, end) on its current replica into *out. Runs on the
  * consumer, or on an engine worker while ls waits for a retry (the consumer then leaves ls
  * alone). On failure returns the error with its text in why. */
-static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from,
+static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
                               rpc_stream_t **out, char *why, size_t why_size)
 {
     varlog_client_t *c = sub->c;
@@ -285,7 +290,7 @@ static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t
         g.topic_id = sub->topic_id;
         g.log_stream_id = ls->log_stream_id;
         g.glsn_begin = from;
-        g.glsn_end = sub->end;
+        g.glsn_end = end;
         req = &g.base;
         path = SN_PATH_SUBSCRIBE;
         o.response = &varlog__snpb__subscribe_response__descriptor;
@@ -293,7 +298,7 @@ static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t
         l.topic_id = sub->topic_id;
         l.log_stream_id = ls->log_stream_id;
         l.llsn_begin = from;
-        l.llsn_end = sub->end;
+        l.llsn_end = end;
         req = &l.base;
         path = SN_PATH_SUBSCRIBE_TO;
         o.response = &varlog__snpb__subscribe_to_response__descriptor;
@@ -324,13 +329,15 @@ static void stamp_opened(sub_ls_t *ls)
 static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
 {
     uint64_t from = resume_position(sub->wanted, ls);
-    if (from >= sub->end) {
+    uint64_t end = sub_range_end(sub);
+    if (from >= end) {
         ls->finished = true;
-        atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
+        if (end >= sub->end)
+            atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
         return;
     }
     char why[128];
-    varlog_err_t err = open_call(sub, ls, from, &ls->rpc, why, sizeof(why));
+    varlog_err_t err = open_call(sub, ls, from, end, &ls->rpc, why, sizeof(why));
     if (err == VARLOG_OK)
         stamp_opened(ls);
     else if (err == VARLOG_ERR_NOMEM)
@@ -447,6 +454,8 @@ varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *vi
         return sub->n_ls ? VARLOG_OK : add_ls(sub, sub->fixed_ls);
     const md_topic_t *t = md_view_topic(view, sub->topic_id);
     bool joined = sub->n_ls > 0; /* not the start: the topic grew */
+    if (sub->win_end == 0)
+        sub_window_set(sub, t ? t->n_log_streams : 0);
     for (size_t i = 0; t && i < t->n_log_streams; i++) {
         if (find_ls(sub, t->log_stream_ids[i]))
             continue;
@@ -604,6 +613,7 @@ static varlog_err_t take_news(varlog_subscription_t *sub, sub_ls_t **work)
         ls->work_reopen = ls->reopen;
         ls->reopen = false;
         ls->work_rpc = ls->pending_rpc;
+        ls->work_end = ls->pending_end;
         ls->pending_rpc = NULL;
         ls->work = list;
         list = ls;
@@ -619,6 +629,29 @@ int64_t sub_check_interval_ms(const varlog_subscription_t *sub)
     int64_t stall = sub->c->conf->subscribe_stall_timeout_ms;
     int64_t iv = stall > 0 && stall / 4 < CHECK_INTERVAL_MAX_MS ? stall / 4 : CHECK_INTERVAL_MAX_MS;
     return iv > 0 ? iv : 1;
+}
+
+/* The merge passed the window (to end): no stream holds anything more of it, though a node's
+ * may stay open after its last entry (when the window's last GLSN is another log stream's):
+ * each is cancelled, and asked for the next window. A log stream waiting for a retry is left
+ * to it (its stream, opened for this window, is not taken). */
+static void next_window(varlog_subscription_t *sub, uint64_t end)
+{
+    if (tq_size(sub->heap) != 0) /* cannot happen: every head is below the window's end */
+        return;
+    if (sub->wanted < end) {
+        sub->wanted = end;
+        atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
+    }
+    sub_window_set(sub, sub->n_ls);
+    for (size_t i = 0; i < sub->n_ls && sub->result == VARLOG_OK; i++) {
+        sub_ls_t *ls = sub->ls[i];
+        ls->finished = false;
+        if (ls->retrying)
+            continue;
+        close_stream(ls);
+        ls_open(sub, ls);
+    }
 }
 
 static void finish(varlog_subscription_t *sub)
@@ -652,7 +685,9 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
         for (sub_ls_t *ls = work; ls; ls = ls->work) {
             if (ls->work_reopen) {
                 ls->retrying = false;
-                if (ls->work_rpc && !ls->rpc) {
+                /* A stream the retry opened for an earlier window asks for what the merge
+                 * passed already. */
+                if (ls->work_rpc && !ls->rpc && ls->work_end == sub_range_end(sub)) {
                     ls->rpc = ls->work_rpc;
                     stamp_opened(ls);
                 } else
@@ -719,12 +754,16 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
         }
         if (sub->result != VARLOG_OK)
             continue;
-        /* Every log stream read ended short of the end: in GLSN order, a log stream not
-         * read yet may hold the rest. */
-        if (sub->wanted >= sub->end ||
+        /* Every log stream read ended short of the end (of the window): in GLSN order, a
+         * log stream not read yet may hold the rest. */
+        uint64_t range_end = sub_range_end(sub);
+        if (sub->wanted >= range_end ||
             (tq_size(sub->heap) == 0 && all_finished(sub) &&
-             (sub->order != SUB_BY_GLSN || sub_gap_resolve(sub, sub->end) == SUB_GAP_SKIP))) {
-            finish(sub);
+             (sub->order != SUB_BY_GLSN || sub_gap_resolve(sub, range_end) == SUB_GAP_SKIP))) {
+            if (range_end < sub->end)
+                next_window(sub, range_end);
+            else
+                finish(sub);
             continue;
         }
         /* What already came (a stream arms its next receive as the last one completes, so

@@ -1,7 +1,12 @@
 /* What a topic-wide reader that stops reading leaves in gRPC (CONFIGURATION.md,
- * grpc.bdp.probe): with the probe off, every stream's HTTP/2 window stays at 64 KiB, so the
- * client's heap holds at most the subscription's own buffers (subscribe.prefetch.*, per log
- * stream) and a window per stream, however much the storage node has to send.
+ * subscribe.window.bytes and grpc.bdp.probe), two ways:
+ *   - with a read window (subscribe.window.bytes, here 4 MiB) and gRPC's BDP probe on (the
+ *     defaults but for the window's size), the storage node sends at most the window's
+ *     entries ahead of the reader: the client's heap holds about WINDOW_BYTES, however wide
+ *     gRPC's windows grew;
+ *   - without a read window (0) and with the probe off, every stream's HTTP/2 window stays
+ *     at 64 KiB, so the heap holds at most the subscription's own buffers
+ *     (subscribe.prefetch.*, per log stream) and a window per stream.
  *
  * The server is varlog-server run as a child process, so the heap measured is the client's.
  * The log is filled with 4 KiB entries over 4 log streams; a topic-wide iterator reads a
@@ -9,10 +14,10 @@
  * the windows), then stops calling next: gRPC's I/O thread goes on polling for it and reads
  * what the node sends until the windows are full. The heap in use (mallinfo2) is sampled
  * until it stops growing; what it grew by since before the subscription must stay within
- * PREFETCH_PER_LS + WINDOW_PER_LS per log stream, plus SLACK. The rest is then read, every
- * entry once and in order. Measured: 0.6 MB with the probe off; with it on (run by hand) the
- * same stall held 27-28 MB, about all that the node had left to send (24 MiB), over the
- * bound of 11 MB.
+ * the bound (WINDOW_BYTES, or PREFETCH_PER_LS + WINDOW_PER_LS per log stream; plus SLACK).
+ * The rest is then read, every entry once and in order. Measured: without a read window
+ * and with the probe on (run by hand) the stall held 27-28 MB, about all that the node had
+ * left to send (24 MiB), over both bounds (10 and 11 MB).
  *
  * The heap is malloc's: not measured under ASan, TSan or valgrind, which own malloc (the
  * reads and their checks still run there). */
@@ -47,6 +52,8 @@
 /* The client's other memory that may grow while it waits (its stats, gRPC's connection
  * buffers and read chunks). */
 #define SLACK ((size_t)6 * 1024 * 1024)
+/* subscribe.window.bytes of the first test. */
+#define WINDOW_BYTES ((size_t)4 * 1024 * 1024)
 
 typedef struct env {
     pid_t server;
@@ -57,7 +64,7 @@ typedef struct env {
 
 static env_t g_env = {.server = -1};
 
-static void env_start(env_t *e, const char *bdp_probe)
+static void env_start(env_t *e, const char *bdp_probe, const char *window_bytes)
 {
     memset(e, 0, sizeof(*e));
     e->server =
@@ -66,8 +73,9 @@ static void env_start(env_t *e, const char *bdp_probe)
     varlog_conf_t *conf = varlog_conf_new();
     assert_non_null(conf);
     char err[256];
-    const char *props[] = {"metadata.addresses", e->addr,  "log.level", "err",
-                           "grpc.bdp.probe",     bdp_probe};
+    const char *props[] = {
+        "metadata.addresses",     e->addr,     "log.level", "err", "grpc.bdp.probe", bdp_probe,
+        "subscribe.window.bytes", window_bytes};
     for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i += 2)
         if (varlog_conf_set(conf, props[i], props[i + 1], err, sizeof(err)) != VARLOG_OK)
             fail_msg("%s: %s", props[i], err);
@@ -159,12 +167,10 @@ static size_t settled_growth(size_t base)
     return peak > base ? peak - base : 0;
 }
 
-static void test_stalled_reader_holds_a_window_per_stream(void **state)
+/* Opens a topic-wide iterator over n entries, reads a quarter, stops reading until the heap
+ * settles and fails with what if it grew past bound; then reads the rest. */
+static void stall_and_measure(long n, size_t bound, const char *what)
 {
-    (void)state;
-    long n = test_scale(8192, 8); /* 32 MiB of entries; 4 MiB under valgrind */
-    env_start(&g_env, "false");
-    fill(&g_env, n);
     malloc_trim(0);
     size_t base = heap_in_use();
     varlog_subscription_t *sub = NULL;
@@ -174,22 +180,41 @@ static void test_stalled_reader_holds_a_window_per_stream(void **state)
         fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
     read_range(sub, &g_env, 0, n / 4);
     size_t grew = settled_growth(base);
-    size_t bound = LOG_STREAMS * (PREFETCH_PER_LS + WINDOW_PER_LS) + SLACK;
     print_message("stalled after %ld of %ld entries of %d B over %d log streams: the heap grew "
                   "by %zu KiB (bound %zu KiB)%s\n",
                   n / 4, n, ENTRY_LEN, LOG_STREAMS, grew / 1024, bound / 1024,
                   heap_measured() ? "" : " (not measured: ASan, TSan or valgrind own malloc)");
     if (heap_measured() && grew > bound)
-        fail_msg("a stalled reader's heap grew by %zu KiB, above %zu KiB: gRPC's windows "
-                 "grew though grpc.bdp.probe is false",
-                 grew / 1024, bound / 1024);
+        fail_msg("a stalled reader's heap grew by %zu KiB, above %zu KiB: %s", grew / 1024,
+                 bound / 1024, what);
     read_range(sub, &g_env, n / 4, n);
     varlog_subscription_close(&sub);
+}
+
+static void test_stalled_reader_holds_its_read_window(void **state)
+{
+    (void)state;
+    long n = test_scale(8192, 8); /* 32 MiB of entries; 4 MiB under valgrind */
+    env_start(&g_env, "true", "4194304");
+    fill(&g_env, n);
+    stall_and_measure(n, WINDOW_BYTES + SLACK,
+                      "the node sent past the read window, or the client asked for more");
+}
+
+static void test_stalled_reader_holds_a_window_per_stream(void **state)
+{
+    (void)state;
+    long n = test_scale(8192, 8);
+    env_start(&g_env, "false", "0");
+    fill(&g_env, n);
+    stall_and_measure(n, LOG_STREAMS * (PREFETCH_PER_LS + WINDOW_PER_LS) + SLACK,
+                      "gRPC's windows grew though grpc.bdp.probe is false");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_stalled_reader_holds_its_read_window, teardown),
         cmocka_unit_test_teardown(test_stalled_reader_holds_a_window_per_stream, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -65,6 +65,8 @@ static const struct prop_case cases[] = {
     {"subscribe.prefetch.entries", "256", "1", "many", "0", "1000001", "[1, 1000000]"},
     {"subscribe.prefetch.bytes", "4194304", "0", "4MiB", "-1", "9223372036854775808",
      "[0, 9223372036854775807]"},
+    {"subscribe.window.bytes", "33554432", "0", "32MiB", "-1", "9223372036854775808",
+     "[0, 9223372036854775807]"},
     {"subscribe.retry.timeout.ms", "60000", "-1", "1m", "-2", "86400001", "[-1, 86400000]"},
     {"subscribe.retries", "-1", "10", "ten", "-2", "1000001", "[-1, 1000000]"},
     {"subscribe.retry.backoff.ms", "50", "1", "50ms", "0", "60001", "[1, 60000]"},
