@@ -38,6 +38,7 @@ typedef struct sub_ls {
 
     /* consumer */
     rpc_stream_t *rpc;      /* NULL while closed: finished, or waiting for a retry */
+    rpc_stream_t *next_rpc; /* the next read window's, opened ahead (subscribe_window.c) */
     char *target;           /* address of the replica rpc reads from */
     size_t replica;         /* index among the log stream's replicas of the next open */
     grpc_byte_buffer *held; /* the message head (or the entry delivered last) points into */
@@ -92,15 +93,18 @@ struct varlog_subscription {
     int32_t topic_id;
     int32_t fixed_ls; /* SUB_BY_LLSN: its log stream */
     uint64_t begin, end;
-    /* The read window (GLSN order, subscribe.window.bytes > 0): every stream asks for the
-     * GLSNs below win_end only, so that what the storage nodes send ahead of a slow reader,
-     * and gRPC holds in its HTTP/2 windows, is at most the window's entries; once the merge
-     * passed win_end the streams are opened again for the next window (subscribe_window.c).
-     * 0: one range, [begin, end). win_end_pub: its copy for retry tasks. */
+    /* The read window (GLSN order, subscribe.window.bytes > 0; subscribe_window.c): every
+     * stream asks for the GLSNs below win_end only, so that what the storage nodes send
+     * ahead of a slow reader, and gRPC holds in its HTTP/2 windows, is at most the window's
+     * entries and the next's; the next window's streams open once the merge reached
+     * win_ahead_at, and take over when it passed win_end. 0: one range, [begin, end).
+     * win_end_pub: its copy for retry tasks. Consumer, but win_end_pub. */
     uint64_t win_end;
     atomic_uint_fast64_t win_end_pub;
-    uint64_t windows;                      /* consumer: windows asked for */
-    uint64_t win_entries_at, win_bytes_at; /* consumer: n_entries, n_bytes as the last began */
+    uint64_t win_ahead_at;                 /* UINT64_MAX: no next window to open ahead */
+    uint64_t win_next_end;                 /* the next window's end, once it opened (0: not) */
+    uint64_t windows;                      /* windows asked for */
+    uint64_t win_entries_at, win_bytes_at; /* n_entries, n_bytes as the last began */
     bool has_handlers;
     varlog_subscribe_handlers_t handlers;
     atomic_int refs; /* the handle, the thread, each retry task */
@@ -235,12 +239,41 @@ static inline uint64_t sub_range_end(const varlog_subscription_t *sub)
     return sub->win_end ? sub->win_end : sub->end;
 }
 
-/* subscribe_window.c */
+/* subscribe_window.c. A window spans subscribe.window.bytes over the mean size of the
+ * entries read lately, at least 64 GLSNs per log stream, never past the subscription's
+ * end. Consumer only. */
 
-/* Sets the next read window from the wanted GLSN: subscribe.window.bytes over the mean size
- * of the entries read lately, at least 64 GLSNs per log stream, never past the
- * subscription's end. Nothing in LLSN order or with subscribe.window.bytes 0. Consumer only. */
-void sub_window_set(varlog_subscription_t *sub, size_t n_log_streams);
+/* The first window, from the wanted GLSN (n_log_streams: the topic's). Nothing in LLSN order
+ * or with subscribe.window.bytes 0. */
+void sub_window_begin(varlog_subscription_t *sub, size_t n_log_streams);
+
+/* The merge reached win_ahead_at: opens each log stream's stream of the next window. */
+void sub_window_ahead(varlog_subscription_t *sub);
+
+/* The merge passed the window (end: its end; no head is left): the next window's streams
+ * take over (opened now where none was opened ahead). */
+void sub_window_pass(varlog_subscription_t *sub, uint64_t end);
+
+/* subscribe_merge.c, for subscribe_window.c */
+
+/* Starts a stream of ls for positions [from, end) on its current replica into *out; on
+ * failure returns the error with its text in why. */
+varlog_err_t sub_open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
+                           rpc_stream_t **out, char *why, size_t why_size);
+
+/* Opens ls's stream on its current replica, from the first position not delivered yet to the
+ * end of the range (the window's); a failure is ls's (retried, or the subscription's end). */
+void sub_ls_open(varlog_subscription_t *sub, sub_ls_t *ls);
+
+/* Puts ls on the list of log streams the consumer looks at next (a stream it took over
+ * holds messages whose notify hook ran before). Takes mu. */
+void sub_news(varlog_subscription_t *sub, sub_ls_t *ls);
+
+/* Cancels ls's stream, if open. */
+void sub_close_stream(sub_ls_t *ls);
+
+/* The consumer takes ls's new stream into use (the stall and outage checks count from now). */
+void sub_stamp_opened(sub_ls_t *ls);
 
 /* subscribe_wait.c */
 

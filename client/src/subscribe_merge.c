@@ -58,6 +58,13 @@ static void queue_news_locked(varlog_subscription_t *sub, sub_ls_t *ls)
     }
 }
 
+void sub_news(varlog_subscription_t *sub, sub_ls_t *ls)
+{
+    pthread_mutex_lock(&sub->mu);
+    queue_news_locked(sub, ls);
+    pthread_mutex_unlock(&sub->mu);
+}
+
 /* The stream's notify hook, with the stream's lock held: a message or the stream's end is
  * ready. With a poller it runs inside the consumer's poll, which returns after it: no
  * wake-up to send. Without, it runs on gRPC's I/O thread and wakes a sleeping consumer (a
@@ -82,8 +89,6 @@ static void ls_notify(void *arg)
         pthread_cond_signal(&sub->wake);
 }
 
-static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
-                              rpc_stream_t **out, char *why, size_t why_size);
 static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls);
 
 /* ---- resubscription ------------------------------------------------------------------------ */
@@ -116,7 +121,7 @@ static void retry_after(void *arg)
     if (end == 0)
         end = sub->end;
     char why[128];
-    if (from < end && open_call(sub, ls, from, end, &rpc, why, sizeof(why)) != VARLOG_OK)
+    if (from < end && sub_open_call(sub, ls, from, end, &rpc, why, sizeof(why)) != VARLOG_OK)
         rpc = NULL;
     pthread_mutex_lock(&sub->mu);
     closing = sub->closing;
@@ -186,7 +191,7 @@ static void release_held(sub_ls_t *ls)
     }
 }
 
-static void close_stream(sub_ls_t *ls)
+void sub_close_stream(sub_ls_t *ls)
 {
     rpc_stream_destroy(ls->rpc);
     ls->rpc = NULL;
@@ -235,7 +240,7 @@ static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t 
         ls->finished = true; /* of the window, if there is one */
         if (sub_range_end(sub) >= sub->end)
             atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
-        close_stream(ls);
+        sub_close_stream(ls);
         return;
     }
     char msg[256];
@@ -245,15 +250,15 @@ static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t 
         const rpc_status_t *st = rpc_stream_status(ls->rpc);
         snprintf(msg, sizeof(msg), "%s", st ? rpc_status_reason(st) : "");
     }
-    close_stream(ls); /* msg was copied: the status goes with the stream */
+    sub_close_stream(ls); /* msg was copied: the status goes with the stream */
     ls_failed(sub, ls, err, msg);
 }
 
 /* Starts a stream of ls for positions [from, end) on its current replica into *out. Runs on the
  * consumer, or on an engine worker while ls waits for a retry (the consumer then leaves ls
  * alone). On failure returns the error with its text in why. */
-static varlog_err_t open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
-                              rpc_stream_t **out, char *why, size_t why_size)
+varlog_err_t sub_open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
+                           rpc_stream_t **out, char *why, size_t why_size)
 {
     varlog_client_t *c = sub->c;
     md_view_t *view = md_current(c);
@@ -320,13 +325,13 @@ static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls)
 /* The consumer takes a stream of ls into use: the stall and outage checks count from here.
  * Only the consumer writes these (a retry's stream is stamped when the consumer adopts it,
  * a moment after its open: the periodic check reads them on the consumer's thread). */
-static void stamp_opened(sub_ls_t *ls)
+void sub_stamp_opened(sub_ls_t *ls)
 {
     ls->opened_ms = ls->last_recv_ms = wire_now_ms();
 }
 
 /* Opens ls's stream on its current replica, from the first position not delivered yet. */
-static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
+void sub_ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
 {
     uint64_t from = resume_position(sub->wanted, ls);
     uint64_t end = sub_range_end(sub);
@@ -337,9 +342,9 @@ static void ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
         return;
     }
     char why[128];
-    varlog_err_t err = open_call(sub, ls, from, end, &ls->rpc, why, sizeof(why));
+    varlog_err_t err = sub_open_call(sub, ls, from, end, &ls->rpc, why, sizeof(why));
     if (err == VARLOG_OK)
-        stamp_opened(ls);
+        sub_stamp_opened(ls);
     else if (err == VARLOG_ERR_NOMEM)
         sub_fail(sub, err, "subscribe: out of memory");
     else
@@ -443,7 +448,7 @@ static varlog_err_t add_ls(varlog_subscription_t *sub, int32_t id)
     sub->ls[sub->n_ls++] = ls;
     sub->stats.log_streams = (uint32_t)sub->n_ls;
     pthread_mutex_unlock(&sub->mu);
-    ls_open(sub, ls);
+    sub_ls_open(sub, ls);
     return VARLOG_OK;
 }
 
@@ -455,7 +460,7 @@ varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *vi
     const md_topic_t *t = md_view_topic(view, sub->topic_id);
     bool joined = sub->n_ls > 0; /* not the start: the topic grew */
     if (sub->win_end == 0)
-        sub_window_set(sub, t ? t->n_log_streams : 0);
+        sub_window_begin(sub, t ? t->n_log_streams : 0);
     for (size_t i = 0; t && i < t->n_log_streams; i++) {
         if (find_ls(sub, t->log_stream_ids[i]))
             continue;
@@ -498,7 +503,9 @@ void sub_release_streams(varlog_subscription_t *sub)
         ls->pending_rpc = NULL;
         pthread_mutex_unlock(&sub->mu);
         rpc_stream_destroy(pending);
-        close_stream(ls);
+        rpc_stream_destroy(ls->next_rpc);
+        ls->next_rpc = NULL;
+        sub_close_stream(ls);
         release_held(ls);
         ls->has_head = false;
     }
@@ -571,7 +578,7 @@ static void periodic_check(varlog_subscription_t *sub, int64_t now)
                  "nothing received for %" PRId64 " ms (subscribe.stall.timeout.ms) while log "
                  "stream %d holds GLSN %" PRIu64 " after the wanted %" PRIu64,
                  now - last, ((sub_ls_t *)min.val)->log_stream_id, min.glsn, sub->wanted);
-        close_stream(ls);
+        sub_close_stream(ls);
         ls_failed(sub, ls, VARLOG_ERR_RPC_DEADLINE_EXCEEDED, msg);
     }
 }
@@ -631,29 +638,6 @@ int64_t sub_check_interval_ms(const varlog_subscription_t *sub)
     return iv > 0 ? iv : 1;
 }
 
-/* The merge passed the window (to end): no stream holds anything more of it, though a node's
- * may stay open after its last entry (when the window's last GLSN is another log stream's):
- * each is cancelled, and asked for the next window. A log stream waiting for a retry is left
- * to it (its stream, opened for this window, is not taken). */
-static void next_window(varlog_subscription_t *sub, uint64_t end)
-{
-    if (tq_size(sub->heap) != 0) /* cannot happen: every head is below the window's end */
-        return;
-    if (sub->wanted < end) {
-        sub->wanted = end;
-        atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
-    }
-    sub_window_set(sub, sub->n_ls);
-    for (size_t i = 0; i < sub->n_ls && sub->result == VARLOG_OK; i++) {
-        sub_ls_t *ls = sub->ls[i];
-        ls->finished = false;
-        if (ls->retrying)
-            continue;
-        close_stream(ls);
-        ls_open(sub, ls);
-    }
-}
-
 static void finish(varlog_subscription_t *sub)
 {
     if (sub->result == VARLOG_OK) {
@@ -689,12 +673,12 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                  * passed already. */
                 if (ls->work_rpc && !ls->rpc && ls->work_end == sub_range_end(sub)) {
                     ls->rpc = ls->work_rpc;
-                    stamp_opened(ls);
+                    sub_stamp_opened(ls);
                 } else
                     rpc_stream_destroy(ls->work_rpc);
                 ls->work_rpc = NULL;
                 if (!ls->rpc && !ls->finished)
-                    ls_open(sub, ls);
+                    sub_ls_open(sub, ls);
             }
             pull(sub, ls);
         }
@@ -736,6 +720,8 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
                 sub->since_sleep++;
                 bump(&sub->n_bytes, ls->head.len);
                 atomic_store_explicit(&sub->n_next, sub->wanted, memory_order_relaxed);
+                if (sub->wanted >= sub->win_ahead_at)
+                    sub_window_ahead(sub);
                 return VARLOG_OK;
             }
             /* The wanted position is in no head. It may still come from a log stream without
@@ -761,7 +747,7 @@ varlog_err_t sub_step(varlog_subscription_t *sub, int64_t deadline_ms, varlog_en
             (tq_size(sub->heap) == 0 && all_finished(sub) &&
              (sub->order != SUB_BY_GLSN || sub_gap_resolve(sub, range_end) == SUB_GAP_SKIP))) {
             if (range_end < sub->end)
-                next_window(sub, range_end);
+                sub_window_pass(sub, range_end);
             else
                 finish(sub);
             continue;

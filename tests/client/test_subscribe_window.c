@@ -64,6 +64,9 @@ typedef struct env {
 
 static env_t g_env = {.server = -1};
 
+/* subscribe.prefetch.entries of the next env_start (the default but in the window tests). */
+static const char *g_prefetch = "256";
+
 static void env_start(env_t *e, const char *bdp_probe, const char *window_bytes)
 {
     memset(e, 0, sizeof(*e));
@@ -73,9 +76,16 @@ static void env_start(env_t *e, const char *bdp_probe, const char *window_bytes)
     varlog_conf_t *conf = varlog_conf_new();
     assert_non_null(conf);
     char err[256];
-    const char *props[] = {
-        "metadata.addresses",     e->addr,     "log.level", "err", "grpc.bdp.probe", bdp_probe,
-        "subscribe.window.bytes", window_bytes};
+    const char *props[] = {"metadata.addresses",
+                           e->addr,
+                           "log.level",
+                           "err",
+                           "grpc.bdp.probe",
+                           bdp_probe,
+                           "subscribe.window.bytes",
+                           window_bytes,
+                           "subscribe.prefetch.entries",
+                           g_prefetch};
     for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i += 2)
         if (varlog_conf_set(conf, props[i], props[i + 1], err, sizeof(err)) != VARLOG_OK)
             fail_msg("%s: %s", props[i], err);
@@ -87,6 +97,7 @@ static void env_start(env_t *e, const char *bdp_probe, const char *window_bytes)
 static int teardown(void **state)
 {
     (void)state;
+    g_prefetch = "256";
     varlog_client_destroy(g_env.client);
     g_env.client = NULL;
     child_server_stop(g_env.server);
@@ -211,11 +222,77 @@ static void test_stalled_reader_holds_a_window_per_stream(void **state)
                       "gRPC's windows grew though grpc.bdp.probe is false");
 }
 
+/* Read windows of their least size (subscribe.window.bytes 1: 64 GLSNs per log stream) and
+ * buffers of 8 entries per stream, the reader pausing every 32 entries: the next window's
+ * streams, opened ahead, fill their buffers while nobody reads, and the switches take them
+ * over. Every entry once, in order, across 16 windows, and END after the last. (A switch
+ * that waited for news of a stream taken over, announced before it, is caught by
+ * test_subscribe_faults_in_small_windows, test_drops_while_tailing: it waited for ever.) */
+static void test_windows_switch_after_a_pause(void **state)
+{
+    (void)state;
+    long n = 16 * LOG_STREAMS * 64;
+    g_prefetch = "8"; /* a stream opened ahead fills its buffer, and then brings no news */
+    env_start(&g_env, "true", "1");
+    fill(&g_env, n);
+    varlog_subscription_t *sub = NULL;
+    varlog_err_t rc = varlog_subscribe_iter(g_env.client, 1, g_env.first_glsn,
+                                            g_env.first_glsn + (uint64_t)n, &sub);
+    if (rc != VARLOG_OK)
+        fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
+    for (long k = 0; k < n; k += 32) {
+        read_range(sub, &g_env, k, k + 32);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    varlog_entry_t entry;
+    assert_int_equal(varlog_subscription_next(sub, 30000, &entry), VARLOG_ERR_END);
+    varlog_subscription_close(&sub);
+}
+
+/* A tail read in least-size windows (256 GLSNs over the 4 log streams) while batches of 16
+ * records are appended, read after every 4 batches: batches straddle windows' ends, so a
+ * log stream's last entries of a window and its first of the next come together, on the
+ * window's stream and on the one opened ahead; every entry once, in order. */
+static void test_tail_across_windows(void **state)
+{
+    (void)state;
+    enum { BATCH = 16 };
+    long n = 8 * LOG_STREAMS * 64;
+    g_prefetch = "8"; /* a stream opened ahead fills its buffer, and then brings no news */
+    env_start(&g_env, "true", "1");
+    g_env.first_glsn = 1; /* a fresh log */
+    varlog_subscription_t *sub = NULL;
+    varlog_err_t rc = varlog_subscribe_iter(g_env.client, 1, 1, VARLOG_GLSN_MAX, &sub);
+    if (rc != VARLOG_OK)
+        fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
+    static uint8_t data[BATCH][ENTRY_LEN];
+    varlog_record_t recs[BATCH];
+    varlog_entry_meta_t metas[BATCH];
+    for (long k = 0; k < n; k += BATCH) {
+        for (size_t i = 0; i < BATCH; i++) {
+            uint64_t idx = (uint64_t)k + i;
+            memcpy(data[i], &idx, sizeof(idx));
+            recs[i] = (varlog_record_t){data[i], ENTRY_LEN};
+        }
+        rc = varlog_append(g_env.client, 1, recs, BATCH, 60000, metas, NULL);
+        if (rc != VARLOG_OK)
+            fail_msg("append of entries %ld..: %s: %s", k, varlog_err_name(rc),
+                     varlog_last_error());
+        assert_int_equal(metas[0].glsn, 1 + (uint64_t)k);
+        if ((k + BATCH) % (4 * BATCH) == 0)
+            read_range(sub, &g_env, k + BATCH - 4 * BATCH, k + BATCH);
+    }
+    varlog_subscription_close(&sub);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_stalled_reader_holds_its_read_window, teardown),
         cmocka_unit_test_teardown(test_stalled_reader_holds_a_window_per_stream, teardown),
+        cmocka_unit_test_teardown(test_windows_switch_after_a_pause, teardown),
+        cmocka_unit_test_teardown(test_tail_across_windows, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
