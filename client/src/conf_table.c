@@ -190,7 +190,8 @@ static const conf_property_t props[] = {
              "that log stream's storage node (gRPC's flow control then holds the node back). "
              "With subscribe.prefetch.bytes it bounds a subscription's memory whatever its "
              "range, beside what gRPC itself holds in each stream's HTTP/2 window, which it "
-             "sizes from the connection's measured bandwidth-delay product (docs/"
+             "sizes from the connection's measured bandwidth-delay product, and which a "
+             "topic-wide subscription's read window bounds (subscribe.window.bytes; docs/"
              "ARCHITECTURE.md, \"Subscriptions\")."),
     INT_PROP("subscribe.prefetch.bytes", subscribe_prefetch_bytes, "4194304", 0, INT64_MAX, "bytes",
              "Received bytes a subscription buffers per log stream, as "
@@ -198,15 +199,17 @@ static const conf_property_t props[] = {
              "0 bounds entries only."),
     INT_PROP("subscribe.window.bytes", subscribe_window_bytes, "33554432", 0, INT64_MAX, "bytes",
              "About how many bytes of entries a topic-wide subscription asks the storage nodes "
-             "for at a time: its streams ask for a range of GLSNs (this over the mean size of "
-             "the entries read lately, at least 64 per log stream) and, once the merge passed "
-             "it, for the next. What the nodes send ahead of a reader slower than them, and "
-             "gRPC holds in its HTTP/2 windows, is then at most a range's entries, however many "
-             "log streams the topic has (without it, about a window per log stream, which "
-             "gRPC sizes from the connection's bandwidth-delay product: tens of MB each on a "
-             "fast network). Each range costs a stream per log stream. 0: one range for the "
-             "whole subscription, bounded by gRPC's windows alone. Subscriptions of one log "
-             "stream have no window (varlog_subscribe_log_stream)."),
+             "for at a time, its read window: its streams ask for a range of GLSNs (this over "
+             "the mean size of the entries read lately, at least 64 per log stream), and the "
+             "next range's streams open when the merge is a quarter of a range from its end. "
+             "What the nodes send ahead of a reader slower than them, and gRPC holds in its "
+             "HTTP/2 windows, is then at most 1.25 ranges of entries, however many log streams "
+             "the topic has (without: about a window per log stream, which gRPC sizes from the "
+             "connection's bandwidth-delay product, tens of MB each on a fast network). Each "
+             "range costs a stream per log stream; a smaller one costs more CPU per entry "
+             "(1 MiB of 100-byte entries: about 10 %). 0: one range for the whole "
+             "subscription, bounded by gRPC's windows alone. varlog_subscribe_to reads one log "
+             "stream without a window."),
     INT_PROP("subscribe.retry.timeout.ms", subscribe_retry_timeout_ms, "60000", -1, 86400000, MS,
              "How long a log stream of a subscription may go without progress before its last "
              "failure ends the subscription. A log stream's outage begins when its stream "
@@ -306,13 +309,15 @@ static const conf_property_t props[] = {
               "Whether gRPC sizes each stream's HTTP/2 receive window from its estimate of the "
               "connection's bandwidth-delay product (its BDP probe). The window is what a "
               "storage node may send ahead of what the client has taken: a topic-wide reader "
-              "slower than the nodes holds about a window per log stream in gRPC, beside "
-              "subscribe.prefetch.*, and gRPC grows it from the data's flow, not from the "
+              "slower than the nodes would hold about a window per log stream in gRPC, beside "
+              "subscribe.prefetch.*, as gRPC grows it from the data's flow, not from the "
               "reader's memory (4 KiB entries as fast as they could be read: 278 MB of RSS "
-              "over 8 log streams, 571 over 32, Go's reader 61 and 67). false: the windows "
-              "stay at 64 KiB, and the same reads held 33-34 MB at 1.5 times the CPU per entry "
-              "and 0.65 times the rate (docs/BENCHMARKS-CLUSTER.md, \"Sixth step\"). Every "
-              "connection of the client; appends cost the same either way."),
+              "over 8 log streams, 571 over 32, Go's reader 61 and 67), were it not for its "
+              "read window (subscribe.window.bytes); one of varlog_subscribe_to has none. "
+              "false: the windows stay at 64 KiB, and the same reads without a read window "
+              "held 33-34 MB at 1.5 times the CPU per entry and 0.65 times the rate (docs/"
+              "BENCHMARKS-CLUSTER.md, \"Sixth step\"). Every connection of the client; "
+              "appends cost the same either way."),
     INT_PROP("channel.unlisted.grace.ms", channel_unlisted_grace_ms, "60000", 0, 86400000, MS,
              "How long a cached connection to an address that the metadata no longer lists "
              "(nor metadata.addresses, nor the metadata repository member in use) is kept "

@@ -194,6 +194,74 @@ static void test_c_reads_varlogcli(void **state)
     varlog_client_destroy(client);
 }
 
+/* ---- scenario 5b: read windows against a real storage node ------------------------------- */
+
+/* Reads [first, first + n) of the topic from sub: every GLSN once, in order, each the record
+ * "tag-K" appended K-th. */
+static void read_tagged(varlog_subscription_t *sub, uint64_t first, long n, const char *tag)
+{
+    char want[64];
+    for (long k = 0; k < n; k++) {
+        varlog_entry_t e;
+        varlog_err_t r = varlog_subscription_next(sub, 20000, &e);
+        if (r != VARLOG_OK)
+            fail_msg("entry %ld of %ld: %s: %s", k, n, varlog_err_name(r), varlog_last_error());
+        assert_int_equal(e.meta.glsn, first + (uint64_t)k);
+        int len = snprintf(want, sizeof(want), "%s-%ld", tag, k);
+        if (e.len != (size_t)len || memcmp(e.data, want, e.len) != 0)
+            fail_msg("GLSN %llu holds %.*s, not %s", (unsigned long long)e.meta.glsn, (int)e.len,
+                     (const char *)e.data, want);
+    }
+}
+
+/* A topic-wide read in read windows of their least size (subscribe.window.bytes 1: 64 GLSNs
+ * per log stream, 128 here), over 1000 records written in runs of 25 per log stream: a
+ * real node keeps a window's stream open past its last entry when the window's last GLSN
+ * is the other log stream's (wire protocol 6.3), so each switch must cancel the window's
+ * streams and take the next's. A bounded read to END, then a tail read of the same
+ * records. */
+static void test_read_windows(void **state)
+{
+    (void)state;
+    cluster_require();
+    enum { CALLS = 40, PER_CALL = 25 };
+    const long n = CALLS * PER_CALL;
+    char tag[32];
+    tag_for(tag, sizeof(tag), "win");
+    const char *extra[] = {"subscribe.window.bytes=1", NULL};
+    varlog_client_t *client = work_client(C.mr_addrs, extra);
+    static char text[CALLS * PER_CALL][40];
+    uint64_t first = 0;
+    for (int c = 0; c < CALLS; c++) {
+        varlog_record_t recs[PER_CALL];
+        varlog_entry_meta_t metas[PER_CALL];
+        for (int i = 0; i < PER_CALL; i++) {
+            long k = (long)c * PER_CALL + i;
+            int len = snprintf(text[k], sizeof(text[k]), "%s-%ld", tag, k);
+            recs[i] = (varlog_record_t){text[k], (size_t)len};
+        }
+        varlog_err_t r = varlog_append(client, C.topic_id, recs, PER_CALL, 20000, metas, NULL);
+        if (r != VARLOG_OK)
+            fail_msg("append %d: %s: %s", c, varlog_err_name(r), varlog_last_error());
+        if (c == 0)
+            first = metas[0].glsn;
+        assert_int_equal(metas[0].glsn, first + (uint64_t)c * PER_CALL);
+    }
+    varlog_subscription_t *sub;
+    assert_int_equal(varlog_subscribe_iter(client, C.topic_id, first, first + (uint64_t)n, &sub),
+                     VARLOG_OK);
+    read_tagged(sub, first, n, tag);
+    varlog_entry_t e;
+    assert_int_equal(varlog_subscription_next(sub, 20000, &e), VARLOG_ERR_END);
+    varlog_subscription_close(&sub);
+    assert_int_equal(varlog_subscribe_iter(client, C.topic_id, first, VARLOG_GLSN_MAX, &sub),
+                     VARLOG_OK);
+    read_tagged(sub, first, n, tag);
+    varlog_subscription_close(&sub);
+    fprintf(stderr, "read %ld records twice in windows of 128 GLSNs, each once and in order\n", n);
+    varlog_client_destroy(client);
+}
+
 /* ---- scenario 6: the admin API against varlogadm, compared with varlogctl ---------------- */
 
 static void test_admin_reads(void **state)
@@ -305,13 +373,10 @@ static void test_subscribe_to_peek_trim(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_varlogcli_reads_c),
-        cmocka_unit_test(test_c_reads_varlogcli),
-        cmocka_unit_test(test_admin_reads),
-        cmocka_unit_test(test_admin_changes),
-        cmocka_unit_test(test_cli_demo),
-        cmocka_unit_test(test_subscribe_to_peek_trim),
+        cmocka_unit_test(test_round_trip),        cmocka_unit_test(test_varlogcli_reads_c),
+        cmocka_unit_test(test_c_reads_varlogcli), cmocka_unit_test(test_read_windows),
+        cmocka_unit_test(test_admin_reads),       cmocka_unit_test(test_admin_changes),
+        cmocka_unit_test(test_cli_demo),          cmocka_unit_test(test_subscribe_to_peek_trim),
     };
     cluster_filter_from_env();
     return cluster_main_result(cmocka_run_group_tests(tests, group_setup, group_teardown));

@@ -37,12 +37,18 @@
  * entries and subscribe.prefetch.bytes bytes are buffered (plus the one being merged), which
  * is what a log stream can get ahead while the merge waits for another one. A consumer
  * slower than the writers stops the receives, and gRPC's flow control stops the storage
- * node once the stream's HTTP/2 window is full: gRPC holds up to that window per stream
- * besides, and sizes it from its estimate of the connection's bandwidth-delay product
- * (tens of MB per log stream for a slow reader of large entries); with the client property
- * grpc.bdp.probe false it stays at 64 KiB, at more CPU per entry. Entries are read in
- * place from the received messages: nothing is copied and nothing is allocated per entry by
- * the library (gRPC allocates each message it receives).
+ * node once the stream's HTTP/2 window is full; gRPC holds up to that window per stream
+ * besides, and sizes it from its estimate of the connection's bandwidth-delay product (tens
+ * of MB per log stream for a slow reader of large entries). So a topic-wide subscription
+ * asks each log stream for a range of GLSNs at a time, its read window (about
+ * subscribe.window.bytes of entries, 32 MiB by default), and opens the next window's
+ * streams once the merge is a quarter of a window from the end: what the nodes send ahead
+ * of a slow consumer is at most the rest of one window and the next, however many log
+ * streams the topic has (each window costs a stream per log stream). A subscription of one
+ * log stream has no window: gRPC's bounds it, which the client property grpc.bdp.probe
+ * false keeps at 64 KiB, at more CPU per entry. Entries are read in place from the
+ * received messages: nothing is copied and nothing is allocated per entry by the library
+ * (gRPC allocates each message it receives; a window's streams, once per window).
  *
  * Failures: a log stream's stream that breaks (connection lost, node restarting, a
  * malformed message) is opened again, on the next replica, from the first GLSN not yet
