@@ -198,9 +198,10 @@ static const conf_property_t props[] = {
              "subscribe.prefetch.entries; an entry larger than this still gets through, alone. "
              "0 bounds entries only."),
     INT_PROP("subscribe.window.bytes", subscribe_window_bytes, "33554432", 0, INT64_MAX, "bytes",
-             "About how many bytes of entries a topic-wide subscription asks the storage nodes "
-             "for at a time, its read window: its streams ask for a range of GLSNs (this over "
-             "the mean size of the entries read lately, at least 64 per log stream), and the "
+             "About how many bytes of entries a subscription asks the storage nodes for at a "
+             "time, its read window: its streams ask for a range of GLSNs (LLSNs for "
+             "varlog_subscribe_to; this over the mean size of the entries read lately, at "
+             "least 64 per log stream), and the "
              "next range's streams open when the merge is a quarter of a range from its end. "
              "What the nodes send ahead of a reader slower than them, and gRPC holds in its "
              "HTTP/2 windows, is then at most 1.25 ranges of entries, however many log streams "
@@ -208,8 +209,7 @@ static const conf_property_t props[] = {
              "connection's bandwidth-delay product, tens of MB each on a fast network). Each "
              "range costs a stream per log stream; a smaller one costs more CPU per entry "
              "(1 MiB of 100-byte entries: about 10 %). 0: one range for the whole "
-             "subscription, bounded by gRPC's windows alone. varlog_subscribe_to reads one log "
-             "stream without a window."),
+             "subscription, bounded by gRPC's windows alone."),
     INT_PROP("subscribe.retry.timeout.ms", subscribe_retry_timeout_ms, "60000", -1, 86400000, MS,
              "How long a log stream of a subscription may go without progress before its last "
              "failure ends the subscription. A log stream's outage begins when its stream "
@@ -313,7 +313,7 @@ static const conf_property_t props[] = {
               "subscribe.prefetch.*, as gRPC grows it from the data's flow, not from the "
               "reader's memory (4 KiB entries as fast as they could be read: 278 MB of RSS "
               "over 8 log streams, 571 over 32, Go's reader 61 and 67), were it not for its "
-              "read window (subscribe.window.bytes); one of varlog_subscribe_to has none. "
+              "read window (subscribe.window.bytes). "
               "false: the windows stay at 64 KiB, and the same reads without a read window "
               "held 33-34 MB at 1.5 times the CPU per entry and 0.65 times the rate (docs/"
               "BENCHMARKS-CLUSTER.md, \"Sixth step\"). Every connection of the client; "

@@ -93,8 +93,8 @@ struct varlog_subscription {
     int32_t topic_id;
     int32_t fixed_ls; /* SUB_BY_LLSN: its log stream */
     uint64_t begin, end;
-    /* The read window (GLSN order, subscribe.window.bytes > 0; subscribe_window.c): every
-     * stream asks for the GLSNs below win_end only, so that what the storage nodes send
+    /* The read window (subscribe.window.bytes > 0; subscribe_window.c): every stream asks
+     * for the positions below win_end only, so that what the storage nodes send
      * ahead of a slow reader, and gRPC holds in its HTTP/2 windows, is at most the window's
      * entries and the next's; the next window's streams open once the merge reached
      * win_ahead_at, and take over when it passed win_end. 0: one range, [begin, end).
@@ -243,8 +243,8 @@ static inline uint64_t sub_range_end(const varlog_subscription_t *sub)
  * entries read lately, at least 64 GLSNs per log stream, never past the subscription's
  * end. Consumer only. */
 
-/* The first window, from the wanted GLSN (n_log_streams: the topic's). Nothing in LLSN order
- * or with subscribe.window.bytes 0. */
+/* The first window, from the wanted position (n_log_streams: the topic's; 1 in LLSN order).
+ * Nothing with subscribe.window.bytes 0. */
 void sub_window_begin(varlog_subscription_t *sub, size_t n_log_streams);
 
 /* The merge reached win_ahead_at: opens each log stream's stream of the next window. */

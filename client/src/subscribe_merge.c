@@ -455,8 +455,12 @@ static varlog_err_t add_ls(varlog_subscription_t *sub, int32_t id)
 varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *view)
 {
     sub->view_index = view->applied_index;
-    if (sub->order == SUB_BY_LLSN)
-        return sub->n_ls ? VARLOG_OK : add_ls(sub, sub->fixed_ls);
+    if (sub->order == SUB_BY_LLSN) {
+        if (sub->n_ls)
+            return VARLOG_OK;
+        sub_window_begin(sub, 1);
+        return add_ls(sub, sub->fixed_ls);
+    }
     const md_topic_t *t = md_view_topic(view, sub->topic_id);
     bool joined = sub->n_ls > 0; /* not the start: the topic grew */
     if (sub->win_end == 0)

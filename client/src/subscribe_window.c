@@ -1,5 +1,6 @@
-/* The read window of a topic-wide subscription (subscribe.window.bytes): how many GLSNs its
- * streams ask the storage nodes for at a time (subscribe_internal.h, win_end).
+/* The read window of a subscription (subscribe.window.bytes): how many positions (GLSNs of a
+ * topic, LLSNs of one log stream) its streams ask the storage nodes for at a time
+ * (subscribe_internal.h, win_end).
  *
  * A storage node sends a Subscribe stream's entries as fast as the stream's HTTP/2 window
  * lets it, and gRPC core sizes that window from its estimate of the connection's
@@ -7,6 +8,8 @@
  * holds about a window per log stream (tens of MB on loopback). Asking each log stream for a
  * bounded GLSN range bounds that by the range's entries, whatever gRPC's windows; GLSNs are
  * the topic's, so the entries of a range of N GLSNs over every log stream are at most N.
+ * (A log stream read by LLSN has one stream, which a node ends right after the range's last
+ * LLSN; its window bounds its one window in gRPC as well.)
  *
  * Each window costs a stream per log stream, and a new stream's first entry comes a round
  * trip and the node's start-up after its open (a few ms on loopback, measured): so the next
@@ -65,16 +68,19 @@ static void window_take(varlog_subscription_t *sub, uint64_t from, uint64_t end)
     sub->win_end = end;
     sub->win_ahead_at = end >= sub->end ? UINT64_MAX : end - span / WINDOW_AHEAD_FRACTION;
     sub->windows++;
+    pthread_mutex_lock(&sub->mu); /* the counters varlog_subscription_stats reads */
+    sub->stats.windows = sub->windows;
+    pthread_mutex_unlock(&sub->mu);
     atomic_store_explicit(&sub->win_end_pub, end, memory_order_relaxed);
     log_line(&sub->c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_SUBSCRIBE,
-             "subscription of topic %d reads GLSNs %" PRIu64 "..%" PRIu64 " (read window %" PRIu64
-             ")",
-             sub->topic_id, from, end - 1, sub->windows);
+             "subscription of topic %d reads %s %" PRIu64 "..%" PRIu64 " (read window %" PRIu64 ")",
+             sub->topic_id, sub->order == SUB_BY_GLSN ? "GLSNs" : "LLSNs", from, end - 1,
+             sub->windows);
 }
 
 void sub_window_begin(varlog_subscription_t *sub, size_t n_log_streams)
 {
-    if (sub->order != SUB_BY_GLSN || sub->c->conf->subscribe_window_bytes <= 0)
+    if (sub->c->conf->subscribe_window_bytes <= 0)
         return;
     window_take(sub, sub->wanted, window_end(sub, sub->wanted, window_span(sub, n_log_streams)));
 }

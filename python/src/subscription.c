@@ -438,11 +438,11 @@ static PyObject *sub_stats(PyObject *self, PyObject *noargs)
     if (err != VARLOG_OK)
         return vp_raise(err, -1);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:I}", "entries", (unsigned long long)st.entries, "bytes",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:K}", "entries", (unsigned long long)st.entries, "bytes",
         (unsigned long long)st.bytes, "next_position", (unsigned long long)st.next_position,
         "resubscribes", (unsigned long long)st.resubscribes, "stalls",
         (unsigned long long)st.stalls, "duplicates", (unsigned long long)st.duplicates,
-        "log_streams", (unsigned int)st.log_streams);
+        "log_streams", (unsigned int)st.log_streams, "windows", (unsigned long long)st.windows);
 }
 
 static PyTypeObject *health_type;

@@ -247,6 +247,9 @@ static void test_windows_switch_after_a_pause(void **state)
     }
     varlog_entry_t entry;
     assert_int_equal(varlog_subscription_next(sub, 30000, &entry), VARLOG_ERR_END);
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_true(st.windows >= 16); /* 256 GLSNs each */
     varlog_subscription_close(&sub);
 }
 
@@ -283,6 +286,54 @@ static void test_tail_across_windows(void **state)
         if ((k + BATCH) % (4 * BATCH) == 0)
             read_range(sub, &g_env, k + BATCH - 4 * BATCH, k + BATCH);
     }
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_true(st.windows >= 8); /* 256 GLSNs each */
+    varlog_subscription_close(&sub);
+}
+
+/* varlog_subscribe_to in least-size windows (64 LLSNs), buffers of 8 entries, the reader
+ * pausing every 32 entries: a node ends each window's stream right after its last LLSN, and
+ * the next window's, opened ahead, takes over. Every entry of the log stream once, in
+ * LLSN order, and END after the last. */
+static void test_subscribe_to_windows(void **state)
+{
+    (void)state;
+    long n = 16 * LOG_STREAMS * 64;
+    g_prefetch = "8";
+    env_start(&g_env, "true", "1");
+    fill(&g_env, n);
+    varlog_entry_meta_t first, last;
+    bool complete = false;
+    assert_int_equal(varlog_peek(g_env.client, 1, 1, 10000, &first, &last, &complete), VARLOG_OK);
+    assert_true(last.llsn >= 4 * 64); /* batches of 64 over 4 log streams: several windows */
+    varlog_subscription_t *sub = NULL;
+    varlog_err_t rc = varlog_subscribe_to_iter(g_env.client, 1, 1, 1, last.llsn + 1, &sub);
+    if (rc != VARLOG_OK)
+        fail_msg("varlog_subscribe_to_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
+    uint64_t prev_idx = 0;
+    for (uint64_t llsn = 1; llsn <= last.llsn; llsn++) {
+        varlog_entry_t entry;
+        rc = varlog_subscription_next(sub, 30000, &entry);
+        if (rc != VARLOG_OK)
+            fail_msg("LLSN %llu: %s: %s", (unsigned long long)llsn, varlog_err_name(rc),
+                     varlog_last_error());
+        assert_int_equal(entry.meta.llsn, llsn);
+        uint64_t idx;
+        assert_true(entry.len == ENTRY_LEN);
+        memcpy(&idx, entry.data, sizeof(idx));
+        assert_true(llsn == 1 || idx > prev_idx); /* the log stream's records in their order */
+        prev_idx = idx;
+        if (llsn % 32 == 0) {
+            struct timespec ts = {0, 5 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    varlog_entry_t entry;
+    assert_int_equal(varlog_subscription_next(sub, 30000, &entry), VARLOG_ERR_END);
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_true(st.windows >= last.llsn / 64); /* 64 LLSNs each */
     varlog_subscription_close(&sub);
 }
 
@@ -293,6 +344,7 @@ int main(void)
         cmocka_unit_test_teardown(test_stalled_reader_holds_a_window_per_stream, teardown),
         cmocka_unit_test_teardown(test_windows_switch_after_a_pause, teardown),
         cmocka_unit_test_teardown(test_tail_across_windows, teardown),
+        cmocka_unit_test_teardown(test_subscribe_to_windows, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

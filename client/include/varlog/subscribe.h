@@ -39,14 +39,14 @@
  * slower than the writers stops the receives, and gRPC's flow control stops the storage
  * node once the stream's HTTP/2 window is full; gRPC holds up to that window per stream
  * besides, and sizes it from its estimate of the connection's bandwidth-delay product (tens
- * of MB per log stream for a slow reader of large entries). So a topic-wide subscription
- * asks each log stream for a range of GLSNs at a time, its read window (about
- * subscribe.window.bytes of entries, 32 MiB by default), and opens the next window's
- * streams once the merge is a quarter of a window from the end: what the nodes send ahead
- * of a slow consumer is at most the rest of one window and the next, however many log
- * streams the topic has (each window costs a stream per log stream). A subscription of one
- * log stream has no window: gRPC's bounds it, which the client property grpc.bdp.probe
- * false keeps at 64 KiB, at more CPU per entry. Entries are read in place from the
+ * of MB per log stream for a slow reader of large entries). So a subscription asks each log
+ * stream for a range of positions at a time (GLSNs of the topic; LLSNs for
+ * varlog_subscribe_to), its read window, about subscribe.window.bytes of entries (32 MiB by
+ * default), and opens the next window's streams once the merge is a quarter of a window
+ * from the end: what the nodes send ahead of a slow consumer is at most the rest of one
+ * window and the next, however many log streams the topic has (each window costs a stream
+ * per log stream). The client property grpc.bdp.probe false keeps gRPC's windows at 64 KiB
+ * besides, at more CPU per entry. Entries are read in place from the
  * received messages: nothing is copied and nothing is allocated per entry by the library
  * (gRPC allocates each message it receives; a window's streams, once per window).
  *
@@ -246,6 +246,7 @@ typedef struct varlog_subscription_stats {
     uint64_t stalls;        /* of those, streams found silent past subscribe.stall.timeout.ms */
     uint64_t duplicates;    /* entries dropped because a new stream repeated them */
     uint32_t log_streams;   /* log streams being read */
+    uint64_t windows;       /* read windows asked for (subscribe.window.bytes; 0 without) */
 } varlog_subscription_stats_t;
 
 /* Copies the counters into *out. Does not block (a brief lock). Any thread while the handle
