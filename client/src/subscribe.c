@@ -295,6 +295,7 @@ static varlog_err_t sub_open(varlog_client_t *c, const sub_request_t *rq,
     atomic_init(&sub->n_next, rq->begin);
     atomic_init(&sub->n_seen_max, 0);
     sub->end = rq->end;
+    atomic_init(&sub->win_end, 0);
     sub->win_ahead_at = UINT64_MAX; /* no read window until sub_window_begin sets one */
     sub->has_handlers = rq->handlers != NULL;
     if (rq->handlers)

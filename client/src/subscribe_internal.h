@@ -98,12 +98,11 @@ struct varlog_subscription {
      * ahead of a slow reader, and gRPC holds in its HTTP/2 windows, is at most the window's
      * entries and the next's; the next window's streams open once the merge reached
      * win_ahead_at, and take over when it passed win_end. 0: one range, [begin, end).
-     * win_end_pub: its copy for retry tasks. Consumer, but win_end_pub. */
-    uint64_t win_end;
-    atomic_uint_fast64_t win_end_pub;
+     * Written by the consumer; atomic for the retry tasks, which read it too. Consumer,
+     * but win_end. */
+    atomic_uint_fast64_t win_end;
     uint64_t win_ahead_at;                 /* UINT64_MAX: no next window to open ahead */
     uint64_t win_next_end;                 /* the next window's end, once it opened (0: not) */
-    uint64_t windows;                      /* windows asked for */
     uint64_t win_entries_at, win_bytes_at; /* n_entries, n_bytes as the last began */
     bool has_handlers;
     varlog_subscribe_handlers_t handlers;
@@ -233,10 +232,12 @@ void sub_streams_done(varlog_subscription_t *sub);
 /* How often the consumer looks at the metadata and for stalls while it waits (ms). */
 int64_t sub_check_interval_ms(const varlog_subscription_t *sub);
 
-/* The end of the range the streams ask for now: the window's, or the subscription's. */
-static inline uint64_t sub_range_end(const varlog_subscription_t *sub)
+/* The end of the range the streams ask for now: the window's, or the subscription's. The
+ * consumer, or a retry task. */
+static inline uint64_t sub_range_end(varlog_subscription_t *sub)
 {
-    return sub->win_end ? sub->win_end : sub->end;
+    uint64_t end = atomic_load_explicit(&sub->win_end, memory_order_relaxed);
+    return end ? end : sub->end;
 }
 
 /* subscribe_window.c. A window spans subscribe.window.bytes over the mean size of the

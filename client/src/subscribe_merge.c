@@ -117,9 +117,7 @@ static void retry_after(void *arg)
         return;
     rpc_stream_t *rpc = NULL;
     uint64_t from = resume_position(atomic_load_explicit(&sub->n_next, memory_order_relaxed), ls);
-    uint64_t end = atomic_load_explicit(&sub->win_end_pub, memory_order_relaxed);
-    if (end == 0)
-        end = sub->end;
+    uint64_t end = sub_range_end(sub);
     char why[128];
     if (from < end && sub_open_call(sub, ls, from, end, &rpc, why, sizeof(why)) != VARLOG_OK)
         rpc = NULL;
@@ -197,6 +195,15 @@ void sub_close_stream(sub_ls_t *ls)
     ls->rpc = NULL;
 }
 
+/* ls holds nothing more of the range it is asked for (end: its end), the window's or the
+ * subscription's; only the latter is complete for the lag statistic. */
+static void ls_finished(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t end)
+{
+    ls->finished = true;
+    if (end >= sub->end)
+        atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
+}
+
 /* ls's stream failed with err (or could not be opened): the subscription fails when the
  * failure is final (a trimmed range, a request the node refuses, an outage past its bound:
  * subscribe_outage.c), otherwise the stream is opened again, on the next replica, after a
@@ -237,9 +244,7 @@ static void ls_failed(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err
 static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t err)
 {
     if (err == VARLOG_ERR_END) {
-        ls->finished = true; /* of the window, if there is one */
-        if (sub_range_end(sub) >= sub->end)
-            atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
+        ls_finished(sub, ls, sub_range_end(sub));
         sub_close_stream(ls);
         return;
     }
@@ -336,9 +341,7 @@ void sub_ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
     uint64_t from = resume_position(sub->wanted, ls);
     uint64_t end = sub_range_end(sub);
     if (from >= end) {
-        ls->finished = true;
-        if (end >= sub->end)
-            atomic_store_explicit(&ls->pub_finished, true, memory_order_relaxed);
+        ls_finished(sub, ls, end);
         return;
     }
     char why[128];
@@ -463,7 +466,7 @@ varlog_err_t sub_add_log_streams(varlog_subscription_t *sub, const md_view_t *vi
     }
     const md_topic_t *t = md_view_topic(view, sub->topic_id);
     bool joined = sub->n_ls > 0; /* not the start: the topic grew */
-    if (sub->win_end == 0)
+    if (atomic_load_explicit(&sub->win_end, memory_order_relaxed) == 0)
         sub_window_begin(sub, t ? t->n_log_streams : 0);
     for (size_t i = 0; t && i < t->n_log_streams; i++) {
         if (find_ls(sub, t->log_stream_ids[i]))

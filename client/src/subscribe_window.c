@@ -65,17 +65,14 @@ static uint64_t window_end(const varlog_subscription_t *sub, uint64_t from, uint
 static void window_take(varlog_subscription_t *sub, uint64_t from, uint64_t end)
 {
     uint64_t span = end - from;
-    sub->win_end = end;
+    atomic_store_explicit(&sub->win_end, end, memory_order_relaxed);
     sub->win_ahead_at = end >= sub->end ? UINT64_MAX : end - span / WINDOW_AHEAD_FRACTION;
-    sub->windows++;
     pthread_mutex_lock(&sub->mu); /* the counters varlog_subscription_stats reads */
-    sub->stats.windows = sub->windows;
+    uint64_t windows = ++sub->stats.windows;
     pthread_mutex_unlock(&sub->mu);
-    atomic_store_explicit(&sub->win_end_pub, end, memory_order_relaxed);
     log_line(&sub->c->log, VARLOG_LOG_DEBUG, VARLOG_LOG_CTX_SUBSCRIBE,
              "subscription of topic %d reads %s %" PRIu64 "..%" PRIu64 " (read window %" PRIu64 ")",
-             sub->topic_id, sub->order == SUB_BY_GLSN ? "GLSNs" : "LLSNs", from, end - 1,
-             sub->windows);
+             sub->topic_id, sub->order == SUB_BY_GLSN ? "GLSNs" : "LLSNs", from, end - 1, windows);
 }
 
 void sub_window_begin(varlog_subscription_t *sub, size_t n_log_streams)
@@ -88,7 +85,7 @@ void sub_window_begin(varlog_subscription_t *sub, size_t n_log_streams)
 void sub_window_ahead(varlog_subscription_t *sub)
 {
     sub->win_ahead_at = UINT64_MAX; /* once per window */
-    uint64_t from = sub->win_end;
+    uint64_t from = sub_range_end(sub);
     uint64_t end = window_end(sub, from, window_span(sub, sub->n_ls));
     sub->win_next_end = end;
     for (size_t i = 0; i < sub->n_ls; i++) {

@@ -105,28 +105,65 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Entry k holds k in its first bytes. Appends n entries, FILL_BATCH a call; entry k gets
- * GLSN first_glsn + k. */
-static void fill(env_t *e, long n)
+/* Entry k holds k in its first bytes. Appends entries k .. k + m - 1 (m at most
+ * FILL_BATCH) in one call; returns the GLSN of the first. */
+static uint64_t append_batch(env_t *e, long k, size_t m)
 {
     static uint8_t data[FILL_BATCH][ENTRY_LEN];
     varlog_record_t recs[FILL_BATCH];
     varlog_entry_meta_t metas[FILL_BATCH];
-    for (long k = 0; k < n; k += FILL_BATCH) {
-        size_t m = (size_t)(n - k < FILL_BATCH ? n - k : FILL_BATCH);
-        for (size_t i = 0; i < m; i++) {
-            uint64_t idx = (uint64_t)k + i;
-            memcpy(data[i], &idx, sizeof(idx));
-            recs[i] = (varlog_record_t){data[i], ENTRY_LEN};
-        }
-        varlog_err_t rc = varlog_append(e->client, 1, recs, m, 60000, metas, NULL);
-        if (rc != VARLOG_OK)
-            fail_msg("append of entries %ld..: %s: %s", k, varlog_err_name(rc),
-                     varlog_last_error());
-        if (k == 0)
-            e->first_glsn = metas[0].glsn;
-        assert_int_equal(metas[0].glsn, e->first_glsn + (uint64_t)k);
+    for (size_t i = 0; i < m; i++) {
+        uint64_t idx = (uint64_t)k + i;
+        memcpy(data[i], &idx, sizeof(idx));
+        recs[i] = (varlog_record_t){data[i], ENTRY_LEN};
     }
+    varlog_err_t rc = varlog_append(e->client, 1, recs, m, 60000, metas, NULL);
+    if (rc != VARLOG_OK)
+        fail_msg("append of entries %ld..: %s: %s", k, varlog_err_name(rc), varlog_last_error());
+    return metas[0].glsn;
+}
+
+/* Appends n entries, FILL_BATCH a call; entry k gets GLSN first_glsn + k. */
+static void fill(env_t *e, long n)
+{
+    for (long k = 0; k < n; k += FILL_BATCH) {
+        uint64_t glsn = append_batch(e, k, (size_t)(n - k < FILL_BATCH ? n - k : FILL_BATCH));
+        if (k == 0)
+            e->first_glsn = glsn;
+        assert_int_equal(glsn, e->first_glsn + (uint64_t)k);
+    }
+}
+
+/* A topic-wide iterator of [begin, end). */
+static varlog_subscription_t *open_iter(uint64_t begin, uint64_t end)
+{
+    varlog_subscription_t *sub = NULL;
+    varlog_err_t rc = varlog_subscribe_iter(g_env.client, 1, begin, end, &sub);
+    if (rc != VARLOG_OK)
+        fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
+    return sub;
+}
+
+/* The read windows sub asked for so far. */
+static uint64_t windows_of(varlog_subscription_t *sub)
+{
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    return st.windows;
+}
+
+/* The reader looks away for 5 ms. */
+static void pause_reading(void)
+{
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* The range of sub is complete. */
+static void expect_end(varlog_subscription_t *sub)
+{
+    varlog_entry_t entry;
+    assert_int_equal(varlog_subscription_next(sub, 30000, &entry), VARLOG_ERR_END);
 }
 
 static size_t heap_in_use(void)
@@ -184,11 +221,7 @@ static void stall_and_measure(long n, size_t bound, const char *what)
 {
     malloc_trim(0);
     size_t base = heap_in_use();
-    varlog_subscription_t *sub = NULL;
-    varlog_err_t rc = varlog_subscribe_iter(g_env.client, 1, g_env.first_glsn,
-                                            g_env.first_glsn + (uint64_t)n, &sub);
-    if (rc != VARLOG_OK)
-        fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
+    varlog_subscription_t *sub = open_iter(g_env.first_glsn, g_env.first_glsn + (uint64_t)n);
     read_range(sub, &g_env, 0, n / 4);
     size_t grew = settled_growth(base);
     print_message("stalled after %ld of %ld entries of %d B over %d log streams: the heap grew "
@@ -235,21 +268,13 @@ static void test_windows_switch_after_a_pause(void **state)
     g_prefetch = "8"; /* a stream opened ahead fills its buffer, and then brings no news */
     env_start(&g_env, "true", "1");
     fill(&g_env, n);
-    varlog_subscription_t *sub = NULL;
-    varlog_err_t rc = varlog_subscribe_iter(g_env.client, 1, g_env.first_glsn,
-                                            g_env.first_glsn + (uint64_t)n, &sub);
-    if (rc != VARLOG_OK)
-        fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
+    varlog_subscription_t *sub = open_iter(g_env.first_glsn, g_env.first_glsn + (uint64_t)n);
     for (long k = 0; k < n; k += 32) {
         read_range(sub, &g_env, k, k + 32);
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        pause_reading();
     }
-    varlog_entry_t entry;
-    assert_int_equal(varlog_subscription_next(sub, 30000, &entry), VARLOG_ERR_END);
-    varlog_subscription_stats_t st;
-    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
-    assert_true(st.windows >= 16); /* 256 GLSNs each */
+    expect_end(sub);
+    assert_true(windows_of(sub) >= 16); /* 256 GLSNs each */
     varlog_subscription_close(&sub);
 }
 
@@ -265,30 +290,13 @@ static void test_tail_across_windows(void **state)
     g_prefetch = "8"; /* a stream opened ahead fills its buffer, and then brings no news */
     env_start(&g_env, "true", "1");
     g_env.first_glsn = 1; /* a fresh log */
-    varlog_subscription_t *sub = NULL;
-    varlog_err_t rc = varlog_subscribe_iter(g_env.client, 1, 1, VARLOG_GLSN_MAX, &sub);
-    if (rc != VARLOG_OK)
-        fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
-    static uint8_t data[BATCH][ENTRY_LEN];
-    varlog_record_t recs[BATCH];
-    varlog_entry_meta_t metas[BATCH];
+    varlog_subscription_t *sub = open_iter(1, VARLOG_GLSN_MAX);
     for (long k = 0; k < n; k += BATCH) {
-        for (size_t i = 0; i < BATCH; i++) {
-            uint64_t idx = (uint64_t)k + i;
-            memcpy(data[i], &idx, sizeof(idx));
-            recs[i] = (varlog_record_t){data[i], ENTRY_LEN};
-        }
-        rc = varlog_append(g_env.client, 1, recs, BATCH, 60000, metas, NULL);
-        if (rc != VARLOG_OK)
-            fail_msg("append of entries %ld..: %s: %s", k, varlog_err_name(rc),
-                     varlog_last_error());
-        assert_int_equal(metas[0].glsn, 1 + (uint64_t)k);
+        assert_int_equal(append_batch(&g_env, k, BATCH), 1 + (uint64_t)k);
         if ((k + BATCH) % (4 * BATCH) == 0)
             read_range(sub, &g_env, k + BATCH - 4 * BATCH, k + BATCH);
     }
-    varlog_subscription_stats_t st;
-    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
-    assert_true(st.windows >= 8); /* 256 GLSNs each */
+    assert_true(windows_of(sub) >= 8); /* 256 GLSNs each */
     varlog_subscription_close(&sub);
 }
 
@@ -324,16 +332,11 @@ static void test_subscribe_to_windows(void **state)
         memcpy(&idx, entry.data, sizeof(idx));
         assert_true(llsn == 1 || idx > prev_idx); /* the log stream's records in their order */
         prev_idx = idx;
-        if (llsn % 32 == 0) {
-            struct timespec ts = {0, 5 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
+        if (llsn % 32 == 0)
+            pause_reading();
     }
-    varlog_entry_t entry;
-    assert_int_equal(varlog_subscription_next(sub, 30000, &entry), VARLOG_ERR_END);
-    varlog_subscription_stats_t st;
-    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
-    assert_true(st.windows >= last.llsn / 64); /* 64 LLSNs each */
+    expect_end(sub);
+    assert_true(windows_of(sub) >= last.llsn / 64); /* 64 LLSNs each */
     varlog_subscription_close(&sub);
 }
 
