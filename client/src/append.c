@@ -109,6 +109,27 @@ static bool should_retry(append_op_t *op, const attempt_result_t *r)
     return budget;
 }
 
+/* Ends the op with an attempt's failure that is not retried. A refusal the op waits out
+ * (append.retries -1 with a timeout) that came back once the deadline had passed ends it
+ * TIMED_OUT with the refusal in the text, as a wait that ran out does: what the caller gets
+ * must not depend on whether the last attempt returned just before its deadline or just
+ * after (varlog_append's contract: SEALED or NO_LOG_STREAM only where append.retries is set
+ * or there is no deadline). */
+static void op_finish_failed(append_op_t *op, const attempt_result_t *r)
+{
+    if (!r->v.retriable || r->v.ambiguous || !append_op_waits(op) || client_closing(op->c) ||
+        client_remaining_ms(op->deadline_ms) != 0) {
+        op_finish(op, r->v.err, r->text);
+        return;
+    }
+    char text[sizeof(op->errtext)];
+    snprintf(text, sizeof(text),
+             "append to topic %d: no result within the call's timeout after %u attempts; the "
+             "last: %.250s",
+             op->topic_id, op->attempts, r->text);
+    op_finish(op, VARLOG_ERR_TIMED_OUT, text);
+}
+
 /* The attempts left after the caller's own: each waits a jittered backoff first (b0 before
  * the first retry, b1 before the second, ...), on the engine's timer queue rather than in a
  * worker. */
@@ -246,7 +267,7 @@ static int retry_handler(vq_ctx_t *ctx, void *arg)
     }
     if (should_retry(op, &r))
         return VQ_ERR_USER;
-    op_finish(op, r.v.err, r.text);
+    op_finish_failed(op, &r);
     return 0;
 }
 
@@ -520,7 +541,10 @@ static varlog_err_t append_common(varlog_client_t *c, int32_t topic_id, int32_t 
         else if (submit_retry(op))
             await_result(op);
     }
-    op_finish(op, r.v.err, r.v.err == VARLOG_OK ? NULL : r.text);
+    if (r.v.err == VARLOG_OK)
+        op_finish(op, VARLOG_OK, NULL);
+    else
+        op_finish_failed(op, &r);
 
     pthread_mutex_lock(&op->mu);
     err = op->err;

@@ -12,9 +12,7 @@
 #include "snpb/log_io.pb-c.h"
 #include "wire.h"
 
-/* Whether the op waits out a refusal until its deadline rather than counting attempts: the
- * default (append.retries -1) with a timeout. */
-static bool op_waits(const append_op_t *op)
+bool append_op_waits(const append_op_t *op)
 {
     return op->c->conf->append_retries < 0 && op->deadline_ms >= 0;
 }
@@ -120,7 +118,7 @@ void append_attempt(append_op_t *op, attempt_result_t *r)
              * unseal or a new log stream until its deadline, the metadata looked up again
              * before each retry; counting retries, a retry could not make one appear sooner
              * than the caller's next call would see it. */
-            attempt_fail(r, err, err == VARLOG_ERR_NO_LOG_STREAM && op_waits(op),
+            attempt_fail(r, err, err == VARLOG_ERR_NO_LOG_STREAM && append_op_waits(op),
                          "append to topic %d: %s", op->topic_id, why);
             goto out;
         }
@@ -135,8 +133,8 @@ void append_attempt(append_op_t *op, attempt_result_t *r)
     if (op->fixed_log_stream && l->sealed && nth > 1) {
         /* Fresh metadata confirms it: the same log stream refuses until it is unsealed, which
          * a waiting call waits for (the metadata is looked up again before each retry). */
-        attempt_fail(r, VARLOG_ERR_SEALED, op_waits(op), "log stream %d of topic %d is sealed", ls,
-                     op->topic_id);
+        attempt_fail(r, VARLOG_ERR_SEALED, append_op_waits(op),
+                     "log stream %d of topic %d is sealed", ls, op->topic_id);
         goto out;
     }
     if (!l->primary) {

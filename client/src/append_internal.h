@@ -67,4 +67,8 @@ typedef struct attempt_result {
  * calling the network. */
 void append_attempt(append_op_t *op, attempt_result_t *r);
 
+/* Whether the op waits out a refusal until its deadline rather than counting attempts: the
+ * default (append.retries -1) with a timeout. */
+bool append_op_waits(const append_op_t *op);
+
 #endif

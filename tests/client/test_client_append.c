@@ -1,7 +1,9 @@
 /* varlog_append / varlog_append_to against the embedded server: round trips, log stream
  * selection, retries, batched lookups, outcomes, deadlines, bad input and closing. */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +17,31 @@
 #include "test_support.h"
 
 #define TIMEOUT 30000
+
+/* -Wl,--wrap=pthread_cond_timedwait (the client's own waits; gRPC's are its library's): while
+ * late_thread_on, a timed wait of late_thread that timed out returns only after the next
+ * signal of its condition, as if its thread woke late (test_wait_for_unseal_times_out). */
+int __real_pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
+                                  const struct timespec *abstime);
+int __wrap_pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
+                                  const struct timespec *abstime);
+
+static pthread_t late_thread;
+static atomic_bool late_thread_on;
+
+int __wrap_pthread_cond_timedwait(pthread_cond_t *cv, pthread_mutex_t *mu,
+                                  const struct timespec *abstime)
+{
+    int rc = __real_pthread_cond_timedwait(cv, mu, abstime);
+    if (rc == ETIMEDOUT && atomic_load(&late_thread_on) &&
+        pthread_equal(pthread_self(), late_thread)) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 20;
+        (void)__real_pthread_cond_timedwait(cv, mu, &until);
+    }
+    return rc;
+}
 
 static void test_append_round_trip(void **state)
 {
@@ -289,6 +316,32 @@ static void test_deadline_bounds_retries(void **state)
     cf_stop(&f);
 }
 
+/* A sealed log stream is waited out until the call's timeout (append.retries -1): the call
+ * fails TIMED_OUT with the refusal in its text, NOT_APPENDED, also when its last attempt
+ * returns after the deadline and before the caller wakes. Here the retry's metadata lookup
+ * outlasts the deadline, and the caller's wake is held until the retry finished. */
+static void test_wait_for_unseal_times_out(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 1, "append.retry.backoff.ms", "1", NULL);
+    assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
+    /* Within metadata.call.timeout.ms (1 s), past the call's 200 ms. */
+    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_METADATA, 600), VARLOG_OK);
+    varlog_record_t rec = cf_record("x");
+    varlog_outcome_t outcome;
+    late_thread = pthread_self();
+    atomic_store(&late_thread_on, true);
+    varlog_err_t err = varlog_append_to(f.client, 1, 1, &rec, 1, 200, NULL, &outcome);
+    atomic_store(&late_thread_on, false);
+    if (err != VARLOG_ERR_TIMED_OUT)
+        fail_msg("%s: %s", varlog_err_str(err), varlog_last_error());
+    assert_non_null(strstr(varlog_last_error(), "sealed"));
+    assert_int_equal(outcome, VARLOG_NOT_APPENDED);
+    varlog_server_clear_faults(f.srv);
+    cf_stop(&f);
+}
+
 struct sealed_worker {
     client_fixture_t *f;
     varlog_err_t err;
@@ -534,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_deny_expires),
         cmocka_unit_test(test_deadline_bounds_retries),
         cmocka_unit_test(test_concurrent_failures_share_lookups),
+        cmocka_unit_test(test_wait_for_unseal_times_out),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_append_to_new_topic),
         cmocka_unit_test(test_close_with_appends_in_flight),
