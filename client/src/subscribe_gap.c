@@ -1,5 +1,6 @@
 /* Gaps in a topic-wide subscription: a GLSN that no log stream it reads holds, resolved by a
- * fresh metadata lookup through the client's batcher (subscribe_internal.h). */
+ * fresh metadata lookup through the client's batcher, and the probe for one that streams kept
+ * open hide (subscribe_internal.h). */
 #include <inttypes.h>
 #include <stdlib.h>
 
@@ -90,4 +91,45 @@ sub_gap_verdict_t sub_gap_resolve(varlog_subscription_t *sub, uint64_t least_hea
              "from GLSN %" PRIu64,
              sub->topic_id, sub->wanted, least_head - 1, least_head);
     return SUB_GAP_SKIP;
+}
+
+/* Longest pause between two probes of one wanted GLSN: the periodic metadata refresh's
+ * default period. */
+#define PROBE_PAUSE_MAX_MS 60000
+
+/* A gap that sub_gap_resolve never sees: the wanted GLSN is in no head, and a log stream
+ * read keeps its stream open without sending. A real node does so when it holds entries past
+ * the range but not the range's end - 1, or sent its entries in range before the range was
+ * committed (wire protocol 6.3): so a GLSN held by a log stream the client's metadata does
+ * not show (added since) would be waited for until the next periodic refresh, or for ever
+ * with the refresh off. Fresh metadata is asked for (within metadata.recheck.interval.ms of
+ * the client's other rechecks) when the merge still waits for the same GLSN a pause later:
+ * a check interval when a later head proves the GLSN committed; without a head it may not be
+ * written yet (a tail read in windows waits so at each window's end), and the pause then
+ * doubles from one probe to the next up to a minute, also across wanted GLSNs, so that a
+ * slow tail asks rarely. An unbounded range without a head is a tail: never asked for. */
+void sub_gap_probe(varlog_subscription_t *sub, int64_t now)
+{
+    uint64_t range_end = sub_range_end(sub);
+    bool proven = tq_size(sub->heap) > 0;
+    if (sub->order != SUB_BY_GLSN || sub->wanted >= range_end ||
+        (!proven && range_end == VARLOG_GLSN_MAX)) {
+        sub->probe_armed = false;
+        return;
+    }
+    int64_t first = sub_check_interval_ms(sub);
+    if (!sub->probe_armed || sub->probe_wanted != sub->wanted) {
+        sub->probe_armed = true;
+        sub->probe_wanted = sub->wanted;
+        if (proven || sub->probe_pause_ms < first)
+            sub->probe_pause_ms = first;
+        sub->probe_at_ms = now + sub->probe_pause_ms;
+        return;
+    }
+    if (now < sub->probe_at_ms)
+        return;
+    client_recheck_async(sub->c);
+    sub->probe_pause_ms =
+        sub->probe_pause_ms < PROBE_PAUSE_MAX_MS / 2 ? sub->probe_pause_ms * 2 : PROBE_PAUSE_MAX_MS;
+    sub->probe_at_ms = now + sub->probe_pause_ms;
 }

@@ -124,7 +124,13 @@ struct varlog_subscription {
      * fresh metadata lookup tells whether a log stream the subscription does not read holds
      * it; gap_gen names the lookup asked for the current gap (0: none asked). */
     uint64_t gap_gen, gap_gens;
-    int64_t gap_next_ask_ms;  /* after a failed lookup: no new one before this */
+    int64_t gap_next_ask_ms; /* after a failed lookup: no new one before this */
+    /* The wanted GLSN may be in a log stream the client's metadata does not show while the
+     * log streams read keep their streams open (sub_gap_probe): the wanted GLSN the probe
+     * watches, when it next asks for fresh metadata, and the pause after that. */
+    bool probe_armed;
+    uint64_t probe_wanted;
+    int64_t probe_at_ms, probe_pause_ms;
     int64_t blocked_since_ms; /* the merge waits for a log stream without a head since (0: not;
                                * BLOCKED_UNSTAMPED: it does, the clock not read since) */
     varlog_err_t result;      /* VARLOG_OK while running; END or the failure, sticky */
@@ -295,6 +301,11 @@ typedef enum { SUB_GAP_WAIT, SUB_GAP_SKIP } sub_gap_verdict_t;
  * one (least_head the least) or finished: whether to wait (a metadata lookup is asked, or a
  * log stream not read yet was added) or to go on from least_head. Consumer only. */
 sub_gap_verdict_t sub_gap_resolve(varlog_subscription_t *sub, uint64_t least_head);
+
+/* From the periodic check while the merge waits: asks for fresh metadata (the client's
+ * recheck) when the wanted GLSN may be in a log stream the subscription does not read while
+ * those it reads keep their streams open; the check adds what it shows. Consumer only. */
+void sub_gap_probe(varlog_subscription_t *sub, int64_t now);
 
 /* Ends the subscription with err and a text, unless it ended already. Consumer only. */
 void sub_fail(varlog_subscription_t *sub, varlog_err_t err, const char *fmt, ...)

@@ -552,6 +552,7 @@ static void periodic_check(varlog_subscription_t *sub, int64_t now)
     if (sub->wanted < sub->end && all_read_sealed(sub, view))
         client_recheck_async(sub->c);
     md_view_unref(view);
+    sub_gap_probe(sub, now);
     for (size_t i = 0; i < sub->n_ls; i++) {
         sub_ls_t *ls = sub->ls[i];
         uint64_t received = atomic_load_explicit(&ls->received, memory_order_relaxed);

@@ -456,6 +456,7 @@ static void sub_start(rpc_server_call_t *call, const ProtobufCMessage *msg, void
         s->end = r->llsn_end;
     }
     s->cursor = s->begin;
+    s->scan_fresh = true;
     store_t *st = &srv->store;
     pthread_mutex_lock(&st->mu);
     bool ok = sub_validate_locked(st, s);
@@ -526,7 +527,35 @@ static const store_entry_t *sub_next_locked(const sub_state_t *s, const store_ls
     if (i >= ls->count)
         return NULL;
     const store_entry_t *e = &ls->entries[i];
-    return (s->by_llsn ? e->llsn : e->glsn) < s->end ? e : NULL;
+    return s->by_llsn ? (e->llsn < s->end ? e : NULL) : (e->glsn < s->scan_end ? e : NULL);
+}
+
+/* A GLSN stream scans as a real node does (Varlog v0.30, logstream/subscribe.go): the range
+ * ends at once when it lies below the replica's first entry, or is committed and lies past
+ * its last; otherwise each scan, once the range is committed, stops at the replica's last
+ * entry, and the stream ends when a scan's last entry is the scan's end - 1 (see sub_writable).
+ * A client can see the consequence, so the server keeps it: a replica holding entries past the
+ * range but not its end - 1, or whose entries in range were all sent before the range was
+ * committed, keeps the stream open until the client cancels it (wire protocol 6.3). Called
+ * before a call scans; returns whether the stream ends without a scan. */
+static bool sub_glsn_scan_begin_locked(const store_topic_t *t, const store_ls_t *ls, sub_state_t *s)
+{
+    if (!s->scan_fresh)
+        return false;
+    bool empty = ls->head == ls->count;
+    uint64_t first = empty ? 0 : ls->entries[ls->head].glsn;
+    uint64_t last = empty ? 0 : ls->entries[ls->count - 1].glsn;
+    uint64_t committed = t->next_glsn - 1;
+    if (s->scan_end == 0) { /* the first scan: the checks a node makes when asked */
+        s->scan_end = s->end;
+        if (!empty && (s->end <= first || (s->begin > last && s->end <= committed + 1)))
+            return true;
+    }
+    s->scan_fresh = false;
+    s->scan_last = 0;
+    if (last < s->scan_end && s->scan_end <= committed + 1)
+        s->scan_end = last + 1;
+    return false;
 }
 
 static void sub_writable(rpc_server_call_t *call, void *arg)
@@ -545,7 +574,9 @@ static void sub_writable(rpc_server_call_t *call, void *arg)
     size_t n = 0, bytes = 0;
     const store_entry_t *e = NULL;
     bool trimmed = store_sub_trimmed_locked(ls, s);
-    for (; !trimmed;) {
+    if (!trimmed && !s->by_llsn && sub_glsn_scan_begin_locked(t, ls, s))
+        end = true;
+    for (; !trimmed && !end;) {
         if (s->drop_after >= 0 && s->sent >= (uint64_t)s->drop_after) {
             end = true;
             end_code = GRPC_STATUS_UNAVAILABLE;
@@ -556,13 +587,16 @@ static void sub_writable(rpc_server_call_t *call, void *arg)
         if (!e || n >= SUB_BATCH_MSGS || bytes >= SUB_BATCH_BYTES)
             break;
         sub_send_locked(s, e);
+        s->scan_last = e->glsn;
         n++;
         bytes += e->len;
     }
     if (!end && !e && !trimmed) {
-        /* Nothing more in range now. Decided when the end was reached (LLSNs are dense) or,
-         * by GLSN, when the topic committed end - 1: later entries fall outside. */
-        end = s->by_llsn ? s->cursor >= s->end : t->next_glsn - 1 >= s->end - 1;
+        /* Nothing more in range now: the scan is over. Ended when the end was reached
+         * (LLSNs are dense) or, by GLSN, when the scan's last entry was its end - 1 (0 == 0
+         * too: an empty replica's scan of a committed range ends at 1). */
+        end = s->by_llsn ? s->cursor >= s->end : s->scan_last == s->scan_end - 1;
+        s->scan_fresh = true;
         if (!end && n == 0)
             store_wait_locked(st, t, s);
     }

@@ -164,6 +164,12 @@ struct sub_state {
     bool by_llsn;
     int32_t topic_id, ls_id;
     uint64_t begin, end, cursor;
+    /* A GLSN stream scans as a real node does (log_io.c, sub_glsn_scan_begin_locked): the
+     * end of its scans (0 before the first; end, or the replica's last entry + 1 once the
+     * range is committed), the GLSN last sent in the current scan (0 = none), and whether
+     * the next call begins a new scan. */
+    uint64_t scan_end, scan_last;
+    bool scan_fresh;
     int64_t not_before_ms; /* injected delay */
     int64_t drop_after;    /* messages before an injected drop; < 0 = none */
     uint64_t sent;

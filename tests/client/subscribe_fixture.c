@@ -1,5 +1,6 @@
 #include "subscribe_fixture.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,4 +81,33 @@ void drain_ok(varlog_subscription_t *sub, stu_sink_t *s, long want)
     if (rc != VARLOG_OK)
         fail_msg("next: %s after %ld of %ld entries: %s", varlog_err_name(rc), stu_sink_n(s), want,
                  varlog_last_error());
+}
+
+/* on_end came exactly once, on_error never, and nothing was noted by the handlers. */
+void assert_ended(stu_sink_t *s)
+{
+    if (!stu_wait_done(s, bound_ms()))
+        fail_msg("no on_end within %lld ms (%ld entries received)", (long long)bound_ms(),
+                 stu_sink_n(s));
+    pthread_mutex_lock(&s->sync.mu);
+    long ends = s->ends, errors = s->errors;
+    varlog_err_t err = s->err;
+    char why[512];
+    memcpy(why, s->why, sizeof(why));
+    pthread_mutex_unlock(&s->sync.mu);
+    if (errors)
+        fail_msg("on_error %s: %s", varlog_err_name(err), why);
+    assert_int_equal(ends, 1);
+}
+
+/* A second client of T's server, opened now: its metadata shows what T's client's does not
+ * (a log stream added since). */
+varlog_client_t *other_client(void)
+{
+    varlog_conf_t *conf = cf_conf(&T.f, NULL);
+    varlog_client_t *other = NULL;
+    char err[256];
+    if (varlog_client_new(&conf, &other, err, sizeof(err)) != VARLOG_OK)
+        fail_msg("second client: %s", err);
+    return other;
 }

@@ -47,4 +47,11 @@ void subscribe_ok(int32_t topic, uint64_t begin, uint64_t end, stu_sink_t *s,
 void subscribe_iter_ok(int32_t topic, uint64_t begin, uint64_t end, varlog_subscription_t **sub);
 void drain_ok(varlog_subscription_t *sub, stu_sink_t *s, long want);
 
+/* on_end came exactly once, on_error never, and nothing was noted by the handlers. */
+void assert_ended(stu_sink_t *s);
+
+/* A second client of T's server, opened now: its metadata shows what T's client's does not
+ * (a log stream added since). The caller destroys it. */
+varlog_client_t *other_client(void);
+
 #endif

@@ -44,23 +44,6 @@ static void assert_end_repeats(varlog_subscription_t *sub)
     assert_int_equal(varlog_subscription_next(sub, 0, &e), VARLOG_ERR_END);
 }
 
-/* on_end came exactly once, on_error never, and nothing was noted by the handlers. */
-static void assert_ended(stu_sink_t *s)
-{
-    if (!stu_wait_done(s, bound_ms()))
-        fail_msg("no on_end within %lld ms (%ld entries received)", (long long)bound_ms(),
-                 stu_sink_n(s));
-    pthread_mutex_lock(&s->sync.mu);
-    long ends = s->ends, errors = s->errors;
-    varlog_err_t err = s->err;
-    char why[512];
-    memcpy(why, s->why, sizeof(why));
-    pthread_mutex_unlock(&s->sync.mu);
-    if (errors)
-        fail_msg("on_error %s: %s", varlog_err_name(err), why);
-    assert_int_equal(ends, 1);
-}
-
 /* ---- merge order ------------------------------------------------------------------------- */
 
 #define MERGE_PRODUCERS 4
@@ -590,96 +573,6 @@ static void test_new_log_stream_joins(void **state)
     t_finish();
 }
 
-/* A second client of T's server, opened now: its metadata shows what T's client's does not
- * (a log stream added since). */
-static varlog_client_t *other_client(void)
-{
-    varlog_conf_t *conf = cf_conf(&T.f, NULL);
-    varlog_client_t *other = NULL;
-    char err[256];
-    if (varlog_client_new(&conf, &other, err, sizeof(err)) != VARLOG_OK)
-        fail_msg("second client: %s", err);
-    return other;
-}
-
-/* Issue 18, point 2.1: a log stream added after the subscription started, which this client
- * has not heard of, holds the GLSN the merge waits for, while a known log stream already
- * holds a later one. GLSNs are dense: the subscription must find the new log stream (fresh
- * metadata) and deliver GLSN 1 before GLSN 2, without anyone calling varlog_client_refresh
- * on its client (whose periodic refresh is off). It once passed over GLSN 1 for good. */
-static void test_gap_from_unknown_log_stream(void **state)
-{
-    (void)state;
-    t_start(1, 1, 100, NULL);
-    subscribe_iter_ok(1, 1, VARLOG_GLSN_MAX, &T.sub2);
-    varlog_entry_t e;
-    assert_int_equal(varlog_subscription_next(T.sub2, 0, &e), VARLOG_ERR_TIMED_OUT);
-    int32_t ls = 0;
-    assert_int_equal(varlog_server_add_log_stream(T.f.srv, 1, &ls), VARLOG_OK);
-    assert_int_equal(ls, 2);
-    varlog_client_t *other = other_client();
-    stu_append_n(other, &T.log, 1, 2, 1, 0, 2); /* GLSN 1, in the log stream it does not know */
-    stu_append_n(other, &T.log, 1, 1, 1, 0, 3); /* GLSN 2 */
-    varlog_client_destroy(other);
-    drain_ok(T.sub2, &T.sink2, 2);
-    stu_verify(&T.sink2, &T.log, 1, 0, 1, 2);
-    assert_int_equal(stu_stats(T.sub2).log_streams, 2);
-    t_finish();
-}
-
-/* As above for a bounded range that the log streams the subscription knows end short of:
- * the rest is in the log stream added since, not the end of the subscription. */
-static void test_bounded_gap_from_unknown_log_stream(void **state)
-{
-    (void)state;
-    t_start(1, 1, 100, NULL);
-    int32_t ls = 0;
-    assert_int_equal(varlog_server_add_log_stream(T.f.srv, 1, &ls), VARLOG_OK);
-    varlog_client_t *other = other_client();
-    stu_append_n(other, &T.log, 1, 2, 2, 0, 2); /* GLSNs 1 and 2 */
-    stu_append_n(other, &T.log, 1, 1, 1, 0, 3); /* GLSN 3 */
-    varlog_client_destroy(other);
-    subscribe_ok(1, 1, 3, &T.sink, &T.sub); /* its client knows log stream 1 only */
-    assert_ended(&T.sink);
-    stu_verify(&T.sink, &T.log, 1, 0, 1, 2);
-    t_finish();
-}
-
-/* Tailing a topic whose only log stream is sealed (as the client's metadata shows): entries
- * come from a log stream added since, which no gap announces. The subscription reads it
- * without anyone refreshing its client (whose periodic refresh is off). */
-static void test_sealed_topic_grows(void **state)
-{
-    (void)state;
-    t_start(1, 1, 100, "metadata.recheck.interval.ms", "100", NULL);
-    assert_int_equal(varlog_server_seal(T.f.srv, 1, 1), VARLOG_OK);
-    assert_int_equal(varlog_client_refresh(T.f.client, -1), VARLOG_OK);
-    subscribe_iter_ok(1, 1, VARLOG_GLSN_MAX, &T.sub2);
-    varlog_entry_t e;
-    assert_int_equal(varlog_subscription_next(T.sub2, 0, &e), VARLOG_ERR_TIMED_OUT);
-    int32_t ls = 0;
-    assert_int_equal(varlog_server_add_log_stream(T.f.srv, 1, &ls), VARLOG_OK);
-    varlog_client_t *other = other_client();
-    stu_append_n(other, &T.log, 1, ls, 3, 0, 2);
-    varlog_client_destroy(other);
-    drain_ok(T.sub2, &T.sink2, 3);
-    stu_verify(&T.sink2, &T.log, 1, 0, 1, 3);
-    t_finish();
-}
-
-/* A gap that no log stream of the topic fills (fresh metadata shows none unknown to the
- * subscription) is passed over: here the subscription starts at GLSN 0, which no entry has. */
-static void test_gap_below_first_entry(void **state)
-{
-    (void)state;
-    t_start(1, 2, 100, NULL);
-    stu_append_n(T.f.client, &T.log, 1, 0, 6, 0, 1);
-    subscribe_iter_ok(1, 0, 7, &T.sub2);
-    drain_ok(T.sub2, &T.sink2, 6);
-    stu_verify(&T.sink2, &T.log, 1, 0, 1, 6);
-    t_finish();
-}
-
 /* Sealed log streams are read normally. */
 static void test_sealed_read(void **state)
 {
@@ -798,10 +691,6 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_bounded_polling_bytes, teardown),
         cmocka_unit_test_teardown(test_subscribe_to_round_trip, teardown),
         cmocka_unit_test_teardown(test_new_log_stream_joins, teardown),
-        cmocka_unit_test_teardown(test_gap_from_unknown_log_stream, teardown),
-        cmocka_unit_test_teardown(test_bounded_gap_from_unknown_log_stream, teardown),
-        cmocka_unit_test_teardown(test_gap_below_first_entry, teardown),
-        cmocka_unit_test_teardown(test_sealed_topic_grows, teardown),
         cmocka_unit_test_teardown(test_sealed_read, teardown),
         cmocka_unit_test_teardown(test_bad_input, teardown),
     };
