@@ -40,10 +40,13 @@ endfunction()
 # varlog_test_child_server(<name>)
 #
 # For a test whose server is varlog-server run as a child process (bench/child_server.h): its
-# sources, header and the program's path (VARLOG_SERVER_PROGRAM), built before the test.
+# sources, header and the program's path (VARLOG_SERVER_PROGRAM), built before the test, and
+# tests/client/child_env.h (such a server and one client of it).
 function(varlog_test_child_server name)
-    target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/bench/child_server.c)
-    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/bench)
+    target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/bench/child_server.c
+        ${PROJECT_SOURCE_DIR}/tests/client/child_env.c)
+    target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/bench
+        ${PROJECT_SOURCE_DIR}/tests/client)
     target_compile_definitions(${name} PRIVATE
         VARLOG_SERVER_PROGRAM="$<TARGET_FILE:varlog-server>")
     add_dependencies(${name} varlog-server)

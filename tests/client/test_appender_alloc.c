@@ -27,49 +27,14 @@
 
 #include "alloc_hook.h"
 #include "appender_test_util.h"
-#include "child_server.h"
+#include "child_env.h"
 #include "test_support.h"
 #include "varlog/appender.h"
 #include "varlog/client.h"
 
 /* ---- the server and the client ------------------------------------------------------------- */
 
-typedef struct env {
-    pid_t server;
-    char addr[64];
-    varlog_client_t *client;
-} env_t;
-
-static void env_start(env_t *e, int32_t log_streams, ...)
-{
-    memset(e, 0, sizeof(*e));
-    e->server =
-        child_server_start(VARLOG_SERVER_PROGRAM, 1, log_streams, 0, e->addr, sizeof(e->addr));
-    assert_true(e->server > 0);
-    varlog_conf_t *conf = varlog_conf_new();
-    assert_non_null(conf);
-    char err[256];
-    const char *base[] = {"metadata.addresses", e->addr, "metadata.refresh.interval.ms", "0",
-                          "log.level",          "err",   "metadata.call.timeout.ms",     "10000"};
-    for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i += 2)
-        if (varlog_conf_set(conf, base[i], base[i + 1], err, sizeof(err)) != VARLOG_OK)
-            fail_msg("%s: %s", base[i], err);
-    va_list ap;
-    va_start(ap, log_streams);
-    atu_conf_set_va(conf, ap);
-    va_end(ap);
-    varlog_err_t rc = varlog_client_new(&conf, &e->client, err, sizeof(err));
-    if (rc != VARLOG_OK)
-        fail_msg("varlog_client_new: %s: %s", varlog_err_name(rc), err);
-}
-
-static void env_stop(env_t *e)
-{
-    varlog_client_destroy(e->client);
-    e->client = NULL;
-    child_server_stop(e->server);
-    e->server = -1;
-}
+typedef child_env_t env_t;
 
 /* ---- callbacks ------------------------------------------------------------------------------ */
 
@@ -158,8 +123,7 @@ static env_t g_env = {.server = -1};
 static int teardown(void **state)
 {
     (void)state;
-    if (g_env.client || g_env.server > 0)
-        env_stop(&g_env);
+    child_env_stop(&g_env);
     sink_set_hold(false);
     return 0;
 }
@@ -190,8 +154,8 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call, lo
     assert_int_equal(alloc_hook_thread(ALLOC_HOOK_ALL), mine + (alloc_hook_counting() ? 1 : 0));
     env_t *e = &g_env;
     /* linger 1 s: a batch leaves when full (1000 records), the configuration measured */
-    env_start(e, log_streams, "appender.batch.max.records", "1000", "appender.linger.ms", "1000",
-              "appender.queue.max.records", queue_s, NULL);
+    child_env_start(e, log_streams, "appender.batch.max.records", "1000", "appender.linger.ms",
+                    "1000", "appender.queue.max.records", queue_s, NULL);
     varlog_appender_t *app = NULL;
     assert_int_equal(varlog_appender_new(e->client, 1, bound_ls, &app), VARLOG_OK);
     char data[10][100];
@@ -267,7 +231,7 @@ static void run_alloc(int32_t log_streams, int32_t bound_ls, size_t per_call, lo
         fail_msg("%.4f allocations per record process-wide (batch 1000), expected < 0.1",
                  per_append);
     assert_int_equal(varlog_appender_close(&app, 10000), VARLOG_OK);
-    env_stop(e);
+    child_env_stop(e);
 }
 
 static void test_no_allocation_per_append_bound(void **state)

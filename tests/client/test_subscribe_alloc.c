@@ -45,7 +45,7 @@
 #include <cmocka.h>
 
 #include "alloc_hook.h"
-#include "child_server.h"
+#include "child_env.h"
 #include "test_support.h"
 #include "varlog/client.h"
 #include "varlog/subscribe.h"
@@ -66,9 +66,7 @@
 /* ---- the server and the client ------------------------------------------------------------- */
 
 typedef struct env {
-    pid_t server;
-    char addr[64];
-    varlog_client_t *client;
+    child_env_t c;
     int32_t ls[8]; /* the topic's log streams */
     size_t n_ls;
     uint64_t first_glsn; /* of the entries filled */
@@ -76,52 +74,22 @@ typedef struct env {
 
 /* One environment per test, stopped by the teardown also when the test failed half-way (the
  * next test could not start its child server otherwise). */
-static env_t g_env = {.server = -1};
+static env_t g_env = {.c.server = -1};
 
 static void env_start(env_t *e, int32_t log_streams)
 {
     memset(e, 0, sizeof(*e));
-    e->server =
-        child_server_start(VARLOG_SERVER_PROGRAM, 1, log_streams, 0, e->addr, sizeof(e->addr));
-    assert_true(e->server > 0);
-    varlog_conf_t *conf = varlog_conf_new();
-    assert_non_null(conf);
-    char err[256];
     /* A read window (subscribe.window.bytes) opens a stream per log stream when the merge
      * passes it: a first window of 2^30 / 4096 GLSNs holds the whole test. */
-    const char *props[] = {"metadata.addresses",
-                           e->addr,
-                           "metadata.refresh.interval.ms",
-                           "0",
-                           "log.level",
-                           "err",
-                           "metadata.call.timeout.ms",
-                           "10000",
-                           "subscribe.window.bytes",
-                           "1073741824"};
-    for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i += 2)
-        if (varlog_conf_set(conf, props[i], props[i + 1], err, sizeof(err)) != VARLOG_OK)
-            fail_msg("%s: %s", props[i], err);
-    varlog_err_t rc = varlog_client_new(&conf, &e->client, err, sizeof(err));
-    if (rc != VARLOG_OK)
-        fail_msg("varlog_client_new: %s: %s", varlog_err_name(rc), err);
-    assert_int_equal(varlog_client_log_streams(e->client, 1, e->ls, 8, &e->n_ls), VARLOG_OK);
+    child_env_start(&e->c, log_streams, "subscribe.window.bytes", "1073741824", NULL);
+    assert_int_equal(varlog_client_log_streams(e->c.client, 1, e->ls, 8, &e->n_ls), VARLOG_OK);
     assert_int_equal(e->n_ls, (size_t)log_streams);
-}
-
-static void env_stop(env_t *e)
-{
-    varlog_client_destroy(e->client);
-    e->client = NULL;
-    child_server_stop(e->server);
-    e->server = -1;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (g_env.client || g_env.server > 0)
-        env_stop(&g_env);
+    child_env_stop(&g_env.c);
     return 0;
 }
 
@@ -152,7 +120,7 @@ static void fill(env_t *e, long n)
             entry_bytes(data[i], (uint64_t)k + i);
             recs[i] = (varlog_record_t){data[i], ENTRY_LEN};
         }
-        varlog_err_t rc = varlog_append(e->client, 1, recs, m, 60000, metas, NULL);
+        varlog_err_t rc = varlog_append(e->c.client, 1, recs, m, 60000, metas, NULL);
         if (rc != VARLOG_OK)
             fail_msg("append of entries %ld..: %s: %s", k, varlog_err_name(rc),
                      varlog_last_error());
@@ -273,10 +241,10 @@ static void run_iter(int32_t log_streams, bool subscribe_to)
     fill(e, p.total);
     uint64_t first = subscribe_to ? 1 : e->first_glsn;
     varlog_subscription_t *sub = NULL;
-    varlog_err_t rc =
-        subscribe_to ? varlog_subscribe_to_iter(e->client, 1, e->ls[0], first,
-                                                first + (uint64_t)p.total, &sub)
-                     : varlog_subscribe_iter(e->client, 1, first, first + (uint64_t)p.total, &sub);
+    varlog_err_t rc = subscribe_to ? varlog_subscribe_to_iter(e->c.client, 1, e->ls[0], first,
+                                                              first + (uint64_t)p.total, &sub)
+                                   : varlog_subscribe_iter(e->c.client, 1, first,
+                                                           first + (uint64_t)p.total, &sub);
     if (rc != VARLOG_OK)
         fail_msg("subscribe: %s: %s", varlog_err_name(rc), varlog_last_error());
 
@@ -324,7 +292,7 @@ static void run_iter(int32_t log_streams, bool subscribe_to)
              subscribe_to ? "varlog_subscribe_to_iter" : "varlog_subscribe_iter", log_streams,
              log_streams > 1 ? "s" : "");
     report_and_check(what, &p, log_streams, &c);
-    env_stop(e);
+    child_env_stop(&e->c);
 }
 
 static void test_iter_1_log_stream(void **state)
@@ -445,8 +413,8 @@ static void run_handler(int32_t log_streams, bool subscribe_to)
         .on_entry = on_entry, .on_end = on_end, .on_error = on_error, .opaque = &h};
     varlog_subscription_t *sub = NULL;
     varlog_err_t rc =
-        subscribe_to ? varlog_subscribe_to(e->client, 1, e->ls[0], h.first, end, &handlers, &sub)
-                     : varlog_subscribe(e->client, 1, h.first, end, &handlers, &sub);
+        subscribe_to ? varlog_subscribe_to(e->c.client, 1, e->ls[0], h.first, end, &handlers, &sub)
+                     : varlog_subscribe(e->c.client, 1, h.first, end, &handlers, &sub);
     if (rc != VARLOG_OK)
         fail_msg("subscribe: %s: %s", varlog_err_name(rc), varlog_last_error());
     struct timespec dl = test_deadline_ms(120000);
@@ -471,7 +439,7 @@ static void run_handler(int32_t log_streams, bool subscribe_to)
              subscribe_to ? "varlog_subscribe_to" : "varlog_subscribe", log_streams,
              log_streams > 1 ? "s" : "");
     report_and_check(what, &h.plan, log_streams, &h.c);
-    env_stop(e);
+    child_env_stop(&e->c);
     pthread_cond_destroy(&h.cv);
     pthread_mutex_destroy(&h.mu);
 }

@@ -35,7 +35,7 @@
 
 #include <cmocka.h>
 
-#include "child_server.h"
+#include "child_env.h"
 #include "test_support.h"
 #include "varlog/client.h"
 #include "varlog/subscribe.h"
@@ -61,13 +61,11 @@
 #define READ_CHUNKS ((size_t)8 * 1024 * 1024)
 
 typedef struct env {
-    pid_t server;
-    char addr[64];
-    varlog_client_t *client;
+    child_env_t c;
     uint64_t first_glsn;
 } env_t;
 
-static env_t g_env = {.server = -1};
+static env_t g_env = {.c.server = -1};
 
 /* subscribe.prefetch.entries of the next env_start (the default but in the window tests). */
 static const char *g_prefetch = "256";
@@ -75,38 +73,15 @@ static const char *g_prefetch = "256";
 static void env_start(env_t *e, const char *bdp_probe, const char *window_bytes)
 {
     memset(e, 0, sizeof(*e));
-    e->server =
-        child_server_start(VARLOG_SERVER_PROGRAM, 1, LOG_STREAMS, 0, e->addr, sizeof(e->addr));
-    assert_true(e->server > 0);
-    varlog_conf_t *conf = varlog_conf_new();
-    assert_non_null(conf);
-    char err[256];
-    const char *props[] = {"metadata.addresses",
-                           e->addr,
-                           "log.level",
-                           "err",
-                           "grpc.bdp.probe",
-                           bdp_probe,
-                           "subscribe.window.bytes",
-                           window_bytes,
-                           "subscribe.prefetch.entries",
-                           g_prefetch};
-    for (size_t i = 0; i < sizeof(props) / sizeof(props[0]); i += 2)
-        if (varlog_conf_set(conf, props[i], props[i + 1], err, sizeof(err)) != VARLOG_OK)
-            fail_msg("%s: %s", props[i], err);
-    varlog_err_t rc = varlog_client_new(&conf, &e->client, err, sizeof(err));
-    if (rc != VARLOG_OK)
-        fail_msg("varlog_client_new: %s: %s", varlog_err_name(rc), err);
+    child_env_start(&e->c, LOG_STREAMS, "grpc.bdp.probe", bdp_probe, "subscribe.window.bytes",
+                    window_bytes, "subscribe.prefetch.entries", g_prefetch, NULL);
 }
 
 static int teardown(void **state)
 {
     (void)state;
     g_prefetch = "256";
-    varlog_client_destroy(g_env.client);
-    g_env.client = NULL;
-    child_server_stop(g_env.server);
-    g_env.server = -1;
+    child_env_stop(&g_env.c);
     return 0;
 }
 
@@ -122,7 +97,7 @@ static uint64_t append_batch(env_t *e, long k, size_t m)
         memcpy(data[i], &idx, sizeof(idx));
         recs[i] = (varlog_record_t){data[i], ENTRY_LEN};
     }
-    varlog_err_t rc = varlog_append(e->client, 1, recs, m, 60000, metas, NULL);
+    varlog_err_t rc = varlog_append(e->c.client, 1, recs, m, 60000, metas, NULL);
     if (rc != VARLOG_OK)
         fail_msg("append of entries %ld..: %s: %s", k, varlog_err_name(rc), varlog_last_error());
     return metas[0].glsn;
@@ -143,7 +118,7 @@ static void fill(env_t *e, long n)
 static varlog_subscription_t *open_iter(uint64_t begin, uint64_t end)
 {
     varlog_subscription_t *sub = NULL;
-    varlog_err_t rc = varlog_subscribe_iter(g_env.client, 1, begin, end, &sub);
+    varlog_err_t rc = varlog_subscribe_iter(g_env.c.client, 1, begin, end, &sub);
     if (rc != VARLOG_OK)
         fail_msg("varlog_subscribe_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
     return sub;
@@ -318,10 +293,10 @@ static void test_subscribe_to_windows(void **state)
     fill(&g_env, n);
     varlog_entry_meta_t first, last;
     bool complete = false;
-    assert_int_equal(varlog_peek(g_env.client, 1, 1, 10000, &first, &last, &complete), VARLOG_OK);
+    assert_int_equal(varlog_peek(g_env.c.client, 1, 1, 10000, &first, &last, &complete), VARLOG_OK);
     assert_true(last.llsn >= 4 * 64); /* batches of 64 over 4 log streams: several windows */
     varlog_subscription_t *sub = NULL;
-    varlog_err_t rc = varlog_subscribe_to_iter(g_env.client, 1, 1, 1, last.llsn + 1, &sub);
+    varlog_err_t rc = varlog_subscribe_to_iter(g_env.c.client, 1, 1, 1, last.llsn + 1, &sub);
     if (rc != VARLOG_OK)
         fail_msg("varlog_subscribe_to_iter: %s: %s", varlog_err_name(rc), varlog_last_error());
     uint64_t prev_idx = 0;
