@@ -6,7 +6,11 @@
  * the first and last entry of a log stream, and trimming a topic's prefix.
  *
  * varlog_subscribe opens one Subscribe stream per log stream of the topic (log streams added
- * to the topic later join when the client's metadata shows them) and merges them: entries
+ * to the topic later join when the client's metadata shows them; while the merge waits for a
+ * GLSN that no log stream it reads has sent, it asks for fresh metadata itself, within
+ * metadata.recheck.interval.ms, when a later entry proves that GLSN stored or the range (or
+ * read window) is bounded: after a check interval (at most 250 ms), then at pauses doubling
+ * up to a minute) and merges them: entries
  * come out in strictly increasing GLSN, each GLSN of [begin, end) exactly once, with no gap
  * (Varlog numbers a topic's entries densely; a GLSN no log stream holds, such as one below
  * the first entry, is passed over only once every log stream has shown an entry beyond it).
