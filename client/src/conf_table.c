@@ -66,10 +66,12 @@ static const conf_property_t props[] = {
              "Period of the background metadata refresh. 0 turns the periodic refresh off "
              "(metadata is then fetched only when an operation needs it)."),
     INT_PROP("metadata.recheck.interval.ms", metadata_recheck_interval_ms, "1000", 0, 600000, MS,
-             "Least time between two metadata lookups that appends ask for because the "
-             "client's metadata looks out of date: a topic without an appendable log stream "
-             "(every one sealed, or none yet), or one whose sealed or denied log streams "
-             "appends pass over. Such lookups are shared by every caller of the client. An "
+             "Least time between two metadata lookups that appends or subscriptions ask for "
+             "because the client's metadata looks out of date: a topic without an appendable "
+             "log stream (every one sealed, or none yet), one whose sealed or denied log "
+             "streams appends pass over, or a GLSN a subscription waits for that no log stream "
+             "it reads has sent (varlog/subscribe.h). Such lookups are shared by every caller "
+             "of the client. An "
              "unsealed or new log stream is used within about this time of the cluster "
              "showing it. 0 turns them off (then only the periodic refresh notices)."),
     INT_PROP("append.retries", append_retries, "-1", -1, 100, "",
