@@ -54,9 +54,10 @@ def lib_config():
 ext = Extension(
     "varlog._varlog",
     sources=[os.path.join("src", f) for f in
-             ("module.c", "client.c", "future.c", "appender.c", "subscription.c",
-              "subscription_handler.c", "admin_server.c")],
-    depends=[os.path.join("src", "varlog_py.h"), os.path.join("src", "subscription.h")],
+             ("module.c", "client.c", "future.c", "appender.c", "appender_settle.c",
+              "subscription.c", "subscription_handler.c", "admin_server.c")],
+    depends=[os.path.join("src", f) for f in
+             ("varlog_py.h", "subscription.h", "appender_internal.h")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Wshadow",
                         "-Wno-missing-field-initializers", "-Wno-cast-function-type"]
     + shlex.split(os.environ.get("VARLOG_PY_CFLAGS", "")),

@@ -13,7 +13,7 @@
  * calls meanwhile (no_room_wait). A KeyboardInterrupt or other BaseException a callback
  * raises is kept (interrupt) and raised by the waiting call (append, flush, close) of
  * whichever thread calls one first, after the other futures' callbacks ran. */
-#include "varlog_py.h"
+#include "appender_internal.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -22,290 +22,13 @@
 #include <string.h>
 #include <time.h>
 
-/* Settled calls waiting for their future: past this the appender's thread waits for the
- * resolvers, which keeps the library's memory bound (appender.queue.max.*) meaningful. */
-#define DONE_MAX 65536
 #define WAIT_CHUNK_MS 100
-/* How long settled calls wait for the producer to resolve them before the resolver thread
- * takes the GIL: the latency a future gets when the producer is idle. */
-#define RESOLVER_GRACE_NS (500 * 1000L)
-
-typedef struct done {
-    struct done *next;
-    vp_appender_t *owner;
-    PyObject *fut;
-    varlog_err_t err;
-    varlog_outcome_t outcome;
-    varlog_entry_meta_t meta;   /* one record's position (metas NULL) */
-    varlog_entry_meta_t *metas; /* a sequence's n positions, malloc'ed by the append */
-    size_t n;
-    char *errtext; /* malloc'ed, failures only */
-} done_t;
-
-struct vp_appender {
-    PyObject_HEAD varlog_appender_t *app; /* NULL once close began */
-    vp_client_t *client;
-    PyObject *weakreflist;
-    int calls;           /* producers waiting in the library with the GIL released (GIL-guarded) */
-    int draining;        /* depth of the drains resolving futures on drainer (GIL-guarded) */
-    pthread_t drainer;   /* the thread draining, while draining */
-    done_t *taken;       /* settled calls a drain took from the list, not resolved yet (GIL) */
-    PyObject *interrupt; /* a BaseException a done-callback raised, not raised yet (GIL) */
-    _Atomic int no_room_wait; /* > 0: on_appended does not wait for room in the list */
-    pthread_mutex_t mu;
-    pthread_cond_t cv_work, cv_room;
-    done_t *head, *tail;
-    _Atomic size_t count;
-    bool stop;
-    bool resolver_started;
-    pthread_t resolver;
-};
-
-_Thread_local int vp_drain_depth;
 
 static int64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void on_appended(const varlog_append_result_t *r, void *opaque)
-{
-    done_t *d = opaque;
-    vp_appender_t *a = d->owner;
-    d->err = r->err;
-    d->outcome = r->outcome;
-    if (r->err == VARLOG_OK && r->n > 0 && r->metas != NULL && d->metas != NULL)
-        memcpy(d->metas, r->metas, (r->n < d->n ? r->n : d->n) * sizeof *d->metas);
-    else if (r->err == VARLOG_OK && r->n > 0 && r->metas != NULL)
-        d->meta = r->metas[0];
-    else if (r->err != VARLOG_OK)
-        d->errtext = strdup(r->errtext ? r->errtext : "");
-    pthread_mutex_lock(&a->mu);
-    while (atomic_load(&a->count) >= DONE_MAX && atomic_load(&a->no_room_wait) == 0 &&
-           !atomic_load(&vp_shutting_down)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&a->cv_room, &a->mu, &ts);
-    }
-    if (a->tail)
-        a->tail->next = d;
-    else
-        a->head = d;
-    a->tail = d;
-    atomic_fetch_add(&a->count, 1);
-    pthread_cond_signal(&a->cv_work);
-    pthread_mutex_unlock(&a->mu);
-}
-
-/* Records appended with future=False: a success needs nothing from Python; a failure is
- * queued for the resolvers, which log it (there is no future to carry it). */
-static void on_appended_bare(const varlog_append_result_t *r, void *opaque)
-{
-    if (r->err == VARLOG_OK)
-        return;
-    done_t *d = calloc(1, sizeof *d);
-    if (d == NULL)
-        return; /* counted in stats()["calls_failed"] all the same */
-    d->owner = opaque;
-    on_appended(r, d);
-}
-
-static void keep_or_report(vp_appender_t *a, PyObject *obj);
-
-static void log_failure(done_t *d)
-{
-    PyObject *r = PyObject_CallMethod(
-        d->owner->client->logger, "log", "issss", 30, "append (future=False) failed: %s (%s): %s",
-        varlog_err_name(d->err), varlog_outcome_name(d->outcome), d->errtext ? d->errtext : "");
-    if (r == NULL)
-        keep_or_report(d->owner, d->owner->client->logger);
-    Py_XDECREF(r);
-}
-
-/* Keeps what a done-callback raised that is not an Exception (KeyboardInterrupt, SystemExit:
- * concurrent.futures lets those through) for the waiting call to raise; anything else, or a
- * second one, is unraisable as before. GIL held, an error set. */
-static void keep_or_report(vp_appender_t *a, PyObject *obj)
-{
-    if (a->interrupt == NULL && !PyErr_ExceptionMatches(PyExc_Exception)) {
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyErr_NormalizeException(&et, &ev, &tb);
-        if (ev != NULL && tb != NULL)
-            PyException_SetTraceback(ev, tb);
-        Py_XDECREF(et);
-        Py_XDECREF(tb);
-        a->interrupt = ev;
-        if (a->interrupt != NULL)
-            return;
-        PyErr_SetString(PyExc_SystemError, "a done-callback's exception was lost");
-    }
-    PyErr_WriteUnraisable(obj);
-}
-
-/* Raises the BaseException a done-callback raised, if there is one: returns -1 then. */
-static int raise_interrupt(vp_appender_t *a)
-{
-    PyObject *ev = a->interrupt;
-    if (ev == NULL)
-        return 0;
-    a->interrupt = NULL;
-    PyErr_SetObject((PyObject *)Py_TYPE(ev), ev);
-    Py_DECREF(ev);
-    return -1;
-}
-
-static void done_free(done_t *d)
-{
-    free(d->errtext);
-    free(d->metas);
-    free(d);
-}
-
-/* A sequence's result: its records' EntryMeta in order. */
-static PyObject *meta_list(const done_t *d)
-{
-    PyObject *l = PyList_New((Py_ssize_t)d->n);
-    for (size_t i = 0; l != NULL && i < d->n; i++) {
-        PyObject *m = vp_meta_new(&d->metas[i]);
-        if (m == NULL)
-            Py_CLEAR(l);
-        else
-            PyList_SET_ITEM(l, (Py_ssize_t)i, m);
-    }
-    return l;
-}
-
-static void resolve(done_t *d)
-{
-    if (d->fut == NULL) {
-        log_failure(d);
-        done_free(d);
-        return;
-    }
-    PyObject *arg = d->err != VARLOG_OK ? vp_make_error(d->err, d->errtext, (int)d->outcome)
-                    : d->metas != NULL  ? meta_list(d)
-                                        : vp_meta_new(&d->meta);
-    if (arg == NULL || vp_future_resolve(d->fut, arg, d->err != VARLOG_OK) < 0)
-        keep_or_report(d->owner, d->fut);
-    Py_XDECREF(arg);
-    Py_DECREF(d->fut);
-    done_free(d);
-}
-
-static bool drains_here(vp_appender_t *a)
-{
-    return a->draining > 0 && pthread_equal(a->drainer, pthread_self());
-}
-
-/* Resolves every settled call's future, in order, one at a time from a->taken, so that a drain
- * begun inside a done-callback of this thread's drain (its flush, close or append) continues
- * the same list where the outer one is. GIL held. Returns false when another thread's drain is
- * in progress (the caller may wait for it). */
-static bool drain(vp_appender_t *a)
-{
-    if (a->draining > 0 && !drains_here(a))
-        return false;
-    a->draining++;
-    a->drainer = pthread_self();
-    vp_drain_depth++;
-    for (;;) {
-        if (a->taken == NULL) {
-            pthread_mutex_lock(&a->mu);
-            a->taken = a->head;
-            a->head = a->tail = NULL;
-            atomic_store(&a->count, 0);
-            pthread_cond_broadcast(&a->cv_room);
-            pthread_mutex_unlock(&a->mu);
-            if (a->taken == NULL)
-                break;
-        }
-        done_t *d = a->taken;
-        a->taken = d->next;
-        resolve(d);
-    }
-    a->draining--;
-    vp_drain_depth--;
-    return true;
-}
-
-/* Around a wait in the library that nobody else may drain for: this thread's own drain is
- * under way (a done-callback waits), or a close settles every call. Wakes the library's
- * thread if it already waits for room. */
-static void room_wait_off(vp_appender_t *a)
-{
-    pthread_mutex_lock(&a->mu);
-    atomic_fetch_add(&a->no_room_wait, 1);
-    pthread_cond_broadcast(&a->cv_room);
-    pthread_mutex_unlock(&a->mu);
-}
-
-static void room_wait_on(vp_appender_t *a)
-{
-    atomic_fetch_sub(&a->no_room_wait, 1);
-}
-
-/* Waits, GIL held, until every call settled so far has its future resolved (on the draining
- * thread, from a done-callback, by draining them itself). */
-static void drain_all(vp_appender_t *a)
-{
-    while (!drain(a) || atomic_load(&a->count) > 0) {
-        Py_BEGIN_ALLOW_THREADS
-        sched_yield();
-        Py_END_ALLOW_THREADS
-    }
-}
-
-static void *resolver_main(void *arg)
-{
-    vp_appender_t *a = arg;
-    pthread_setname_np(pthread_self(), "varlog-py-res");
-    for (;;) {
-        pthread_mutex_lock(&a->mu);
-        while (a->head == NULL && !a->stop)
-            pthread_cond_wait(&a->cv_work, &a->mu);
-        bool stop = a->stop;
-        pthread_mutex_unlock(&a->mu);
-        if (stop)
-            break;
-        /* A producer that keeps appending resolves the futures itself, without a GIL
-         * hand-off (which costs it the switch interval's wait and two context switches):
-         * give it RESOLVER_GRACE_NS first, and take the GIL only for what is still there. */
-        struct timespec grace = {0, RESOLVER_GRACE_NS};
-        nanosleep(&grace, NULL);
-        pthread_mutex_lock(&a->mu);
-        bool work = a->head != NULL;
-        stop = a->stop;
-        pthread_mutex_unlock(&a->mu);
-        if (stop)
-            break;
-        if (!work)
-            continue;
-        PyGILState_STATE st;
-        if (!vp_gil_enter(&st))
-            break;
-        if (!drain(a)) {
-            /* the producer is resolving them: let it, rather than spin on the GIL */
-            Py_BEGIN_ALLOW_THREADS
-            sched_yield();
-            Py_END_ALLOW_THREADS
-        }
-        PyGILState_Release(st);
-    }
-    /* the reference taken for this thread; not dropped when Python is finalizing */
-    PyGILState_STATE st;
-    if (vp_gil_enter(&st)) {
-        Py_DECREF(a);
-        PyGILState_Release(st);
-    }
-    return NULL;
 }
 
 static vp_appender_t *make_appender(vp_client_t *c, varlog_appender_t *app);
@@ -385,7 +108,7 @@ static vp_appender_t *make_appender(vp_client_t *c, varlog_appender_t *app)
     /* the resolver's reference: an open appender lives until close, its client's close or
      * interpreter exit, whoever drops the Python object */
     Py_INCREF(a);
-    a->resolver_started = pthread_create(&a->resolver, NULL, resolver_main, a) == 0;
+    a->resolver_started = pthread_create(&a->resolver, NULL, vp_app_resolver_main, a) == 0;
     if (!a->resolver_started) {
         Py_DECREF(a);
         Py_XDECREF(vp_appender_close_quiet(a));
@@ -426,15 +149,15 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
     if (a->app == NULL)
         return closed_error();
     if (atomic_load_explicit(&a->count, memory_order_relaxed) > 0)
-        drain(a);
-    if (raise_interrupt(a) < 0)
+        vp_app_drain(a);
+    if (vp_app_raise_interrupt(a) < 0)
         return NULL; /* nothing queued */
     vp_records_t r;
     if (vp_records_get(records, &r) < 0)
         return NULL; /* nothing queued */
     done_t *d = NULL;
     PyObject *fut = NULL;
-    varlog_append_cb *cb = on_appended_bare;
+    varlog_append_cb *cb = vp_app_on_appended_bare;
     void *opaque = a;
     if (want_future) {
         d = calloc(1, sizeof *d);
@@ -446,14 +169,14 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
         fut = d && (r.one || d->metas) ? vp_future_new() : PyErr_NoMemory();
         if (fut == NULL) {
             if (d != NULL)
-                done_free(d);
+                vp_app_done_free(d);
             vp_records_release(&r);
             return NULL;
         }
         d->owner = a;
         d->fut = fut;
         Py_INCREF(fut); /* the callback's */
-        cb = on_appended;
+        cb = vp_app_on_appended;
         opaque = d;
     }
     /* first without waiting, GIL held: the common case costs no GIL hand-off */
@@ -481,20 +204,20 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
                 err = VARLOG_ERR_CLOSED;
                 break;
             }
-            bool nested = drains_here(a);
+            bool nested = vp_app_drains_here(a);
             if (nested)
-                room_wait_off(a);
+                vp_app_room_wait_off(a);
             a->calls++;
             Py_BEGIN_ALLOW_THREADS
             err = varlog_appender_append_ex(p, r.records, (size_t)r.n, chunk, flags, cb, opaque);
             Py_END_ALLOW_THREADS
             a->calls--;
             if (nested)
-                room_wait_on(a);
+                vp_app_room_wait_on(a);
             if (err != VARLOG_ERR_QUEUE_FULL || last)
                 break;
-            drain(a);
-            if (raise_interrupt(a) < 0 || PyErr_CheckSignals() < 0) {
+            vp_app_drain(a);
+            if (vp_app_raise_interrupt(a) < 0 || PyErr_CheckSignals() < 0) {
                 err = VARLOG_ERR_QUEUE_FULL;
                 goto interrupted;
             }
@@ -509,7 +232,7 @@ static PyObject *app_append(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(fut);
         Py_XDECREF(fut);
         if (d != NULL)
-            done_free(d);
+            vp_app_done_free(d);
         return vp_raise(err, VARLOG_NOT_APPENDED);
     }
     if (fut == NULL)
@@ -520,7 +243,7 @@ interrupted:
     Py_XDECREF(fut);
     Py_XDECREF(fut);
     if (d != NULL)
-        done_free(d);
+        vp_app_done_free(d);
     return NULL;
 }
 
@@ -544,18 +267,18 @@ static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t 
             break;
         }
         varlog_err_t err;
-        bool nested = drains_here(a);
+        bool nested = vp_app_drains_here(a);
         if (nested)
-            room_wait_off(a);
+            vp_app_room_wait_off(a);
         a->calls++;
         Py_BEGIN_ALLOW_THREADS
         err = varlog_appender_flush(p, left < WAIT_CHUNK_MS ? left : WAIT_CHUNK_MS, &pending);
         Py_END_ALLOW_THREADS
         a->calls--;
         if (nested)
-            room_wait_on(a);
-        drain(a);
-        if (raise_interrupt(a) < 0)
+            vp_app_room_wait_on(a);
+        vp_app_drain(a);
+        if (vp_app_raise_interrupt(a) < 0)
             return -1;
         if (!closing && a->app != p) {
             pending = 0;
@@ -570,8 +293,8 @@ static Py_ssize_t flush_chunked(vp_appender_t *a, varlog_appender_t *p, int64_t 
         if (PyErr_CheckSignals() < 0)
             return -1;
     }
-    drain_all(a);
-    if (raise_interrupt(a) < 0)
+    vp_app_drain_all(a);
+    if (vp_app_raise_interrupt(a) < 0)
         return -1;
     return (Py_ssize_t)pending;
 }
@@ -613,11 +336,11 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
     PyErr_Fetch(&et, &ev, &tb);
     /* close settles every call; the list of settled calls may exceed its bound meanwhile
      * (this thread may be the one that would drain it: close from a done-callback) */
-    room_wait_off(a);
+    vp_app_room_wait_off(a);
     Py_BEGIN_ALLOW_THREADS
     varlog_appender_close(&p, 0);
     Py_END_ALLOW_THREADS
-    room_wait_on(a);
+    vp_app_room_wait_on(a);
     if (a->resolver_started) {
         pthread_mutex_lock(&a->mu);
         a->stop = true;
@@ -632,9 +355,9 @@ static int app_close_impl(vp_appender_t *a, int64_t ms)
         }
         a->resolver_started = false;
     }
-    drain_all(a);
+    vp_app_drain_all(a);
     PyErr_Restore(et, ev, tb);
-    if (rc == 0 && raise_interrupt(a) < 0)
+    if (rc == 0 && vp_app_raise_interrupt(a) < 0)
         rc = -1;
     return rc;
 }
