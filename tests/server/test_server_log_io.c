@@ -140,9 +140,6 @@ static void test_tailing(void **state)
     rpc_stream_destroy(bounded);
 }
 
-/* SubscribeTo: an LLSN range of LogEntry messages carrying only the LLSN and the data, as a
- * real storage node sends them (topic, log stream and GLSN are 0); ends after end - 1, tails
- * otherwise. */
 /* Where a GLSN range's stream ends, as on a real node (the same cases run against one in
  * test_cluster_wire). */
 static void test_range_ends(void **state)
@@ -150,6 +147,9 @@ static void test_range_ends(void **state)
     subscribe_range_cases_run(*state, 1, 1, 2);
 }
 
+/* SubscribeTo: an LLSN range of LogEntry messages carrying only the LLSN and the data, as a
+ * real storage node sends them (topic, log stream and GLSN are 0); ends after end - 1, tails
+ * otherwise. */
 static void test_subscribe_to(void **state)
 {
     srv_fixture_t *f = *state;
