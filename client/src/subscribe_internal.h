@@ -264,23 +264,22 @@ void sub_window_pass(varlog_subscription_t *sub, uint64_t end);
 /* subscribe_merge.c, for subscribe_window.c */
 
 /* Starts a stream of ls for positions [from, end) on its current replica into *out; on
- * failure returns the error with its text in why. */
+ * failure returns the error with its text in why. A stream opened ahead (the next read
+ * window's) has no notify hook: what it receives is not ls's news, nor traffic for the stall
+ * check of ls's current stream, until sub_take_ahead takes it into use. */
 varlog_err_t sub_open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
-                           rpc_stream_t **out, char *why, size_t why_size);
+                           bool ahead, rpc_stream_t **out, char *why, size_t why_size);
+
+/* ls's stream opened ahead (next_rpc) becomes its stream: the stall check counts from now,
+ * its hook is set, and what it received before is announced. Consumer only. */
+void sub_take_ahead(varlog_subscription_t *sub, sub_ls_t *ls);
 
 /* Opens ls's stream on its current replica, from the first position not delivered yet to the
  * end of the range (the window's); a failure is ls's (retried, or the subscription's end). */
 void sub_ls_open(varlog_subscription_t *sub, sub_ls_t *ls);
 
-/* Puts ls on the list of log streams the consumer looks at next (a stream it took over
- * holds messages whose notify hook ran before). Takes mu. */
-void sub_news(varlog_subscription_t *sub, sub_ls_t *ls);
-
 /* Cancels ls's stream, if open. */
 void sub_close_stream(sub_ls_t *ls);
-
-/* The consumer takes ls's new stream into use (the stall and outage checks count from now). */
-void sub_stamp_opened(sub_ls_t *ls);
 
 /* subscribe_wait.c */
 

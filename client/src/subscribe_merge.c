@@ -58,7 +58,8 @@ static void queue_news_locked(varlog_subscription_t *sub, sub_ls_t *ls)
     }
 }
 
-void sub_news(varlog_subscription_t *sub, sub_ls_t *ls)
+/* Puts ls on the list of log streams the consumer looks at next. Takes mu. */
+static void sub_news(varlog_subscription_t *sub, sub_ls_t *ls)
 {
     pthread_mutex_lock(&sub->mu);
     queue_news_locked(sub, ls);
@@ -119,7 +120,7 @@ static void retry_after(void *arg)
     uint64_t from = resume_position(atomic_load_explicit(&sub->n_next, memory_order_relaxed), ls);
     uint64_t end = sub_range_end(sub);
     char why[128];
-    if (from < end && sub_open_call(sub, ls, from, end, &rpc, why, sizeof(why)) != VARLOG_OK)
+    if (from < end && sub_open_call(sub, ls, from, end, false, &rpc, why, sizeof(why)) != VARLOG_OK)
         rpc = NULL;
     pthread_mutex_lock(&sub->mu);
     closing = sub->closing;
@@ -263,7 +264,7 @@ static void stream_ended(varlog_subscription_t *sub, sub_ls_t *ls, varlog_err_t 
  * consumer, or on an engine worker while ls waits for a retry (the consumer then leaves ls
  * alone). On failure returns the error with its text in why. */
 varlog_err_t sub_open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t from, uint64_t end,
-                           rpc_stream_t **out, char *why, size_t why_size)
+                           bool ahead, rpc_stream_t **out, char *why, size_t why_size)
 {
     varlog_client_t *c = sub->c;
     md_view_t *view = md_current(c);
@@ -288,7 +289,7 @@ varlog_err_t sub_open_call(varlog_subscription_t *sub, sub_ls_t *ls, uint64_t fr
                            .recv_window = (size_t)c->conf->subscribe_prefetch_entries,
                            .recv_window_bytes = (size_t)c->conf->subscribe_prefetch_bytes,
                            .timeout_ms = -1,
-                           .notify = ls_notify,
+                           .notify = ahead ? NULL : ls_notify,
                            .notify_arg = ls,
                            .poller = sub->poller,
                            .stamp_arrivals = sub->timing};
@@ -330,9 +331,18 @@ static uint64_t resume_position(uint64_t wanted, const sub_ls_t *ls)
 /* The consumer takes a stream of ls into use: the stall and outage checks count from here.
  * Only the consumer writes these (a retry's stream is stamped when the consumer adopts it,
  * a moment after its open: the periodic check reads them on the consumer's thread). */
-void sub_stamp_opened(sub_ls_t *ls)
+static void sub_stamp_opened(sub_ls_t *ls)
 {
     ls->opened_ms = ls->last_recv_ms = wire_now_ms();
+}
+
+void sub_take_ahead(varlog_subscription_t *sub, sub_ls_t *ls)
+{
+    ls->rpc = ls->next_rpc;
+    ls->next_rpc = NULL;
+    sub_stamp_opened(ls);
+    rpc_stream_set_notify(ls->rpc, ls_notify, ls);
+    sub_news(sub, ls); /* what it received before announced nothing */
 }
 
 /* Opens ls's stream on its current replica, from the first position not delivered yet. */
@@ -345,7 +355,7 @@ void sub_ls_open(varlog_subscription_t *sub, sub_ls_t *ls)
         return;
     }
     char why[128];
-    varlog_err_t err = sub_open_call(sub, ls, from, end, &ls->rpc, why, sizeof(why));
+    varlog_err_t err = sub_open_call(sub, ls, from, end, false, &ls->rpc, why, sizeof(why));
     if (err == VARLOG_OK)
         sub_stamp_opened(ls);
     else if (err == VARLOG_ERR_NOMEM)

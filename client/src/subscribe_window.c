@@ -94,7 +94,7 @@ void sub_window_ahead(varlog_subscription_t *sub)
         /* One that cannot open now is opened at the switch, whose failure is ls's; one
          * waiting for a retry is the retry's to open (on an engine worker: hands off). */
         if (!ls->next_rpc && !ls->retrying &&
-            sub_open_call(sub, ls, from, end, &ls->next_rpc, why, sizeof(why)) != VARLOG_OK)
+            sub_open_call(sub, ls, from, end, true, &ls->next_rpc, why, sizeof(why)) != VARLOG_OK)
             ls->next_rpc = NULL;
     }
 }
@@ -117,10 +117,7 @@ void sub_window_pass(varlog_subscription_t *sub, uint64_t end)
         ls->finished = false;
         sub_close_stream(ls);
         if (ls->next_rpc) {
-            ls->rpc = ls->next_rpc;
-            ls->next_rpc = NULL;
-            sub_stamp_opened(ls);
-            sub_news(sub, ls); /* what it brought was announced while it waited */
+            sub_take_ahead(sub, ls);
         } else if (!ls->retrying) {
             sub_ls_open(sub, ls);
         }

@@ -183,6 +183,11 @@ size_t rpc_stream_sent(rpc_stream_t *s, int64_t settle_ms);
 /* Messages received and waiting for rpc_stream_recv. */
 size_t rpc_stream_buffered(rpc_stream_t *s);
 
+/* Replaces the notify hook and its argument (NULL: none): the completions after it call the
+ * new one. A stream whose messages no one waits for yet may so be opened without one. Takes
+ * the stream's lock: not from a hook of this stream. */
+void rpc_stream_set_notify(rpc_stream_t *s, void (*notify)(void *arg), void *arg);
+
 /* Cancels the call (no-op once finished). Any thread; does not block. */
 void rpc_stream_cancel(rpc_stream_t *s);
 

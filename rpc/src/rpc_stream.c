@@ -688,6 +688,14 @@ size_t rpc_stream_buffered(rpc_stream_t *s)
     return n;
 }
 
+void rpc_stream_set_notify(rpc_stream_t *s, void (*notify)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&s->mu);
+    s->opts.notify = notify;
+    s->opts.notify_arg = arg;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void rpc_stream_cancel(rpc_stream_t *s)
 {
     if (!s)

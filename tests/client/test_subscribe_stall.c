@@ -9,10 +9,12 @@
  * other log stream's stream, on the real server, delivers the GLSNs after the wanted one. */
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -270,6 +272,77 @@ static void test_iterator_reopens_unpolled(void **state)
     cf_stop(&f);
 }
 
+/* Appends to log stream 1 every 50 ms, at most TRICKLE_MAX entries, until told to stop: fewer
+ * than the next read window's 128 GLSNs, so that its stream receives until the end. */
+#define TRICKLE_MAX 120
+
+typedef struct trickle {
+    varlog_client_t *client;
+    atomic_bool stop;
+    atomic_int appended;
+} trickle_t;
+
+static void *trickle_main(void *arg)
+{
+    trickle_t *t = arg;
+    while (!atomic_load(&t->stop) && atomic_load(&t->appended) < TRICKLE_MAX) {
+        append_one(t->client, 1, "next");
+        atomic_fetch_add(&t->appended, 1);
+        struct timespec pause = {0, 50 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+/* Read windows of 64 GLSNs per log stream (128 here): log stream 1 holds GLSN 100, near the
+ * first window's end, and its stream of that window hangs; log stream 2 holds the rest of
+ * the window. Past GLSN 97 the next window's streams open, and log stream 1's (on the real
+ * server) receives a trickle of new entries from GLSN 129 on. That traffic is not the hung
+ * stream's: the stall is found while the trickle goes on (TRICKLE_MAX entries, 6 s). When it
+ * counted as the hung stream's, the stall was found only once the next window's stream
+ * stopped receiving: here after the trickle (135 entries in, with 200 of them). */
+static void test_stall_beside_the_next_windows_stream(void **state)
+{
+    (void)state;
+    client_fixture_t f;
+    cf_start(&f, 1, 2, "subscribe.stall.timeout.ms", "300", "subscribe.window.bytes", "1", NULL);
+    varlog_server_t *hung = hung_server();
+    for (uint64_t g = 1; g <= 99; g++)
+        assert_int_equal(append_one(f.client, 2, "before"), g);
+    assert_int_equal(append_one(f.client, 1, "wanted"), 100);
+    for (uint64_t g = 101; g <= 128; g++)
+        assert_int_equal(append_one(f.client, 2, "after"), g);
+
+    redirect(varlog_server_address(hung), 1, 1);
+    varlog_subscription_t *sub = NULL;
+    assert_int_equal(varlog_subscribe_iter(f.client, 1, 1, VARLOG_GLSN_MAX, &sub), VARLOG_OK);
+    varlog_entry_t e;
+    for (uint64_t g = 1; g <= 99; g++) {
+        assert_int_equal(varlog_subscription_next(sub, cf_wait_bound_ms(), &e), VARLOG_OK);
+        assert_int_equal(e.meta.glsn, g);
+    }
+    trickle_t t = {.client = f.client};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, trickle_main, &t), 0);
+    varlog_err_t rc = varlog_subscription_next(sub, 30000, &e);
+    int appended = atomic_load(&t.appended);
+    atomic_store(&t.stop, true);
+    pthread_join(th, NULL);
+    if (rc != VARLOG_OK)
+        fail_msg("GLSN 100: %s after %d entries of the trickle", varlog_err_name(rc), appended);
+    assert_int_equal(e.meta.glsn, 100);
+    if (appended >= TRICKLE_MAX)
+        fail_msg("GLSN 100 came only after the trickle ended (%d entries)", appended);
+    assert_int_equal(redirected(), 1);
+    varlog_subscription_stats_t st;
+    assert_int_equal(varlog_subscription_stats(sub, &st), VARLOG_OK);
+    assert_int_equal(st.stalls, 1);
+    assert_true(st.windows >= 1);
+    varlog_subscription_close(&sub);
+    varlog_server_destroy(hung);
+    cf_stop(&f);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +351,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_idle_tail_is_not_a_stall),
         cmocka_unit_test(test_hung_stream_is_no_progress),
         cmocka_unit_test(test_iterator_reopens_unpolled),
+        cmocka_unit_test(test_stall_beside_the_next_windows_stream),
     };
     if (argc > 1)
         cmocka_set_test_filter(argv[1]);

@@ -330,6 +330,36 @@ static void test_lapse_and_return_keeps_io_parked(void **state)
     rpc_stream_destroy(s);
 }
 
+/* A stream opened without a notify hook runs none; one set later (rpc_stream_set_notify)
+ * runs for the completions after it, and clearing it stops it again (a subscription's next
+ * read window's stream, announced only once taken into use). */
+static void test_notify_set_later(void **state)
+{
+    struct fixture *f = *state;
+    rpc_stream_opts_t o = poller_opts(f);
+    o.notify = NULL;
+    o.notify_arg = NULL;
+    rpc_stream_t *s = NULL;
+    assert_int_equal(rpc_stream_open(f->client, f->svc.addr, BIDI, &o, NULL, &s), VARLOG_OK);
+    ProtobufCMessage *m = NULL;
+    send_seq(s, 1);
+    assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
+    protobuf_c_message_free_unpacked(m, NULL);
+    assert_int_equal(atomic_load(&f->notified), 0);
+    rpc_stream_set_notify(s, on_notify, f);
+    send_seq(s, 2);
+    assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
+    protobuf_c_message_free_unpacked(m, NULL);
+    int notified = atomic_load(&f->notified);
+    assert_true(notified >= 1);
+    rpc_stream_set_notify(s, NULL, NULL);
+    send_seq(s, 3);
+    assert_int_equal(rpc_stream_recv(s, 10000, &m), VARLOG_OK);
+    protobuf_c_message_free_unpacked(m, NULL);
+    assert_int_equal(atomic_load(&f->notified), notified);
+    rpc_stream_destroy(s);
+}
+
 int main(void)
 {
     /* Before gRPC starts (rpc_client_new, in the set-up): see the file's comment. */
@@ -337,6 +367,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_completed_only_by_the_owner, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kick_ends_a_poll, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notify_set_later, setup, teardown),
         cmocka_unit_test_setup_teardown(test_released_streams_finish_in_destroy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_io_thread_parked_while_only_pollers_run, setup,
                                         teardown),
