@@ -319,20 +319,21 @@ static void test_deadline_bounds_retries(void **state)
 /* A sealed log stream is waited out until the call's timeout (append.retries -1): the call
  * fails TIMED_OUT with the refusal in its text, NOT_APPENDED, also when its last attempt
  * returns after the deadline and before the caller wakes. Here the retry's metadata lookup
- * outlasts the deadline, and the caller's wake is held until the retry finished. */
+ * (5 s) outlasts the deadline (3 s), and the caller's wake is held until the retry finished. */
 static void test_wait_for_unseal_times_out(void **state)
 {
     (void)state;
     client_fixture_t f;
-    cf_start(&f, 1, 1, "append.retry.backoff.ms", "1", NULL);
+    cf_start(&f, 1, 1, "append.retry.backoff.ms", "1", "metadata.call.timeout.ms", "20000", NULL);
     assert_int_equal(varlog_server_seal(f.srv, 1, 1), VARLOG_OK);
-    /* Within metadata.call.timeout.ms (1 s), past the call's 200 ms. */
-    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_METADATA, 600), VARLOG_OK);
+    /* Within metadata.call.timeout.ms, past the call's timeout, which leaves the first attempt
+     * (refused by the node) time enough even under valgrind. */
+    assert_int_equal(varlog_server_delay(f.srv, CF_PATH_METADATA, 5000), VARLOG_OK);
     varlog_record_t rec = cf_record("x");
     varlog_outcome_t outcome;
     late_thread = pthread_self();
     atomic_store(&late_thread_on, true);
-    varlog_err_t err = varlog_append_to(f.client, 1, 1, &rec, 1, 200, NULL, &outcome);
+    varlog_err_t err = varlog_append_to(f.client, 1, 1, &rec, 1, 3000, NULL, &outcome);
     atomic_store(&late_thread_on, false);
     if (err != VARLOG_ERR_TIMED_OUT)
         fail_msg("%s: %s", varlog_err_str(err), varlog_last_error());
