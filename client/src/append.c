@@ -115,6 +115,21 @@ static bool should_retry(append_op_t *op, const attempt_result_t *r)
  * must not depend on whether the last attempt returned just before its deadline or just
  * after (varlog_append's contract: SEALED or NO_LOG_STREAM only where append.retries is set
  * or there is no deadline). */
+/* The text of an op that ran out of time: its attempts, and the last one's failure when
+ * there is one (last NULL: none). op->mu held. */
+static void timed_out_text_locked(const append_op_t *op, const char *last, char *buf, size_t cap)
+{
+    if (op->attempts > 0 && last)
+        snprintf(buf, cap,
+                 "append to topic %d: no result within the call's timeout after %u attempt%s; "
+                 "the last: %.250s",
+                 op->topic_id, op->attempts, op->attempts == 1 ? "" : "s", last);
+    else
+        snprintf(buf, cap,
+                 "append to topic %d: no result within the call's timeout after %u attempts",
+                 op->topic_id, op->attempts);
+}
+
 static void op_finish_failed(append_op_t *op, const attempt_result_t *r)
 {
     if (!r->v.retriable || r->v.ambiguous || !append_op_waits(op) || client_closing(op->c) ||
@@ -123,11 +138,10 @@ static void op_finish_failed(append_op_t *op, const attempt_result_t *r)
         return;
     }
     char text[sizeof(op->errtext)];
-    snprintf(text, sizeof(text),
-             "append to topic %d: no result within the call's timeout after %u attempts; the "
-             "last: %.250s",
-             op->topic_id, op->attempts, r->text);
-    op_finish(op, VARLOG_ERR_TIMED_OUT, text);
+    pthread_mutex_lock(&op->mu);
+    timed_out_text_locked(op, r->text, text, sizeof(text));
+    op_finish_locked(op, VARLOG_ERR_TIMED_OUT, text);
+    pthread_mutex_unlock(&op->mu);
 }
 
 /* The attempts left after the caller's own: each waits a jittered backoff first (b0 before
@@ -366,15 +380,7 @@ static void await_result(append_op_t *op)
     if (!op->done) {
         op->abandoned = true;
         char text[sizeof(op->errtext)];
-        if (op->attempts > 0 && op->err != VARLOG_OK)
-            snprintf(text, sizeof(text),
-                     "append to topic %d: no result within the call's timeout after %u "
-                     "attempt%s; the last: %.250s",
-                     op->topic_id, op->attempts, op->attempts == 1 ? "" : "s", op->errtext);
-        else
-            snprintf(text, sizeof(text),
-                     "append to topic %d: no result within the call's timeout after %u attempts",
-                     op->topic_id, op->attempts);
+        timed_out_text_locked(op, op->err != VARLOG_OK ? op->errtext : NULL, text, sizeof(text));
         op_finish_locked(op, VARLOG_ERR_TIMED_OUT, text);
     }
     pthread_mutex_unlock(&op->mu);
